@@ -1,0 +1,365 @@
+//! The one module that talks to jemalloc's control interface (`mallctl`).
+//!
+//! Every control name is translated to a MIB once, on first use, and cached in [`Mibs`];
+//! per-arena names are looked up with index 0 and the index component is patched in, so
+//! no name is ever formatted or parsed on a scope's path. Nothing here is called from
+//! the allocator itself (`GlobalAlloc` methods never reach this module).
+//!
+//! The rest of the crate is kept away from `mallctl*` by `clippy::disallowed_methods`.
+#![allow(clippy::disallowed_methods)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::mem::{size_of, MaybeUninit};
+use std::ptr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::OnceLock;
+
+use tikv_jemalloc_sys as ffi;
+
+/// `MALLCTL_ARENAS_ALL`: the pseudo arena index that addresses every arena at once.
+pub(crate) const ARENAS_ALL: u32 = 4096;
+
+/// The most arenas jemalloc lets a process have (`MALLOCX_ARENA_LIMIT - 1`).
+pub(crate) const ARENA_LIMIT: u32 = 4095;
+
+/// A control call that jemalloc refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CtlError {
+    /// The control name, with `<i>` where an arena index goes.
+    pub(crate) name: &'static str,
+    /// The error number `mallctl*` returned.
+    pub(crate) errno: c_int,
+}
+
+pub(crate) type CtlResult<T> = Result<T, CtlError>;
+
+/// One cached MIB: its name (for errors) and its components.
+#[derive(Clone, Copy)]
+struct Mib<const N: usize> {
+    name: &'static str,
+    mib: [usize; N],
+}
+
+impl<const N: usize> Mib<N> {
+    /// Looks `name` (NUL-terminated) up once.
+    fn lookup(name: &'static str) -> CtlResult<Self> {
+        debug_assert!(name.ends_with('\0'));
+        let shown = &name[..name.len() - 1];
+        let mut mib = [0usize; N];
+        let mut len = N;
+        // SAFETY: `name` is NUL-terminated (checked above, and every caller passes a
+        // literal ending in `\0`); `mib` has room for `len` components.
+        let rc = unsafe {
+            ffi::mallctlnametomib(name.as_ptr().cast::<c_char>(), mib.as_mut_ptr(), &mut len)
+        };
+        if rc != 0 || len != N {
+            return Err(CtlError {
+                name: shown,
+                errno: if rc != 0 { rc } else { libc::EINVAL },
+            });
+        }
+        Ok(Mib { name: shown, mib })
+    }
+
+    /// The same MIB with component `at` (an arena index) replaced by `index`.
+    fn at(mut self, at: usize, index: u32) -> Self {
+        self.mib[at] = index as usize;
+        self
+    }
+
+    /// `mallctlbymib` with raw old/new pointers.
+    ///
+    /// # Safety
+    /// `old`/`new` must be null or point to values of exactly the type this control
+    /// reads or writes, of the given lengths.
+    unsafe fn call(
+        &self,
+        old: *mut c_void,
+        old_len: *mut usize,
+        new: *mut c_void,
+        new_len: usize,
+    ) -> CtlResult<()> {
+        // SAFETY: the MIB came from `mallctlnametomib` with exactly `N` components; the
+        // pointer contract is the caller's.
+        let rc = unsafe { ffi::mallctlbymib(self.mib.as_ptr(), N, old, old_len, new, new_len) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(CtlError {
+                name: self.name,
+                errno: rc,
+            })
+        }
+    }
+
+    /// Reads a value.
+    ///
+    /// # Safety
+    /// `T` must be the exact type of this control's value.
+    unsafe fn read<T: Copy>(&self) -> CtlResult<T> {
+        let mut value = MaybeUninit::<T>::uninit();
+        let mut len = size_of::<T>();
+        // SAFETY: `value` has room for a `T`, the type the caller vouches for.
+        unsafe { self.call(value.as_mut_ptr().cast(), &mut len, ptr::null_mut(), 0)? };
+        debug_assert_eq!(len, size_of::<T>());
+        // SAFETY: jemalloc wrote a whole `T` (it fails with EINVAL on a size mismatch).
+        Ok(unsafe { value.assume_init() })
+    }
+
+    /// Writes a value.
+    ///
+    /// # Safety
+    /// `T` must be the exact type of this control's value.
+    unsafe fn write<T: Copy>(&self, mut value: T) -> CtlResult<()> {
+        // SAFETY: `value` is a live `T`, the type the caller vouches for.
+        unsafe {
+            self.call(
+                ptr::null_mut(),
+                ptr::null_mut(),
+                (&mut value as *mut T).cast(),
+                size_of::<T>(),
+            )
+        }
+    }
+
+    /// Writes `value` and returns the previous value, in one call.
+    ///
+    /// # Safety
+    /// `T` must be the exact type of this control's value.
+    unsafe fn swap<T: Copy>(&self, mut value: T) -> CtlResult<T> {
+        let mut old = MaybeUninit::<T>::uninit();
+        let mut len = size_of::<T>();
+        // SAFETY: both pointers are to `T`s, the type the caller vouches for.
+        unsafe {
+            self.call(
+                old.as_mut_ptr().cast(),
+                &mut len,
+                (&mut value as *mut T).cast(),
+                size_of::<T>(),
+            )?
+        };
+        // SAFETY: jemalloc wrote the previous value, a whole `T`.
+        Ok(unsafe { old.assume_init() })
+    }
+
+    /// Runs a control that takes and returns nothing (`purge`, `tcache.flush`): those
+    /// must be called with null pointers.
+    fn act(&self) -> CtlResult<()> {
+        // SAFETY: null old and new pointers are always valid for `mallctlbymib`.
+        unsafe { self.call(ptr::null_mut(), ptr::null_mut(), ptr::null_mut(), 0) }
+    }
+}
+
+/// Every MIB this crate uses, looked up once.
+struct Mibs {
+    thread_arena: Mib<2>,
+    thread_tcache_flush: Mib<3>,
+    thread_allocated: Mib<2>,
+    thread_deallocated: Mib<2>,
+    epoch: Mib<1>,
+    arenas_create: Mib<2>,
+    arenas_narenas: Mib<2>,
+    arena_purge: Mib<3>,
+    arena_dirty_decay_ms: Mib<3>,
+    arena_muzzy_decay_ms: Mib<3>,
+    arena_pactivep: Mib<4>,
+    arena_pdirty: Mib<4>,
+    arena_pmuzzy: Mib<4>,
+    arena_dirty_purged: Mib<4>,
+    arena_muzzy_purged: Mib<4>,
+    allocated: Mib<2>,
+    active: Mib<2>,
+    resident: Mib<2>,
+    retained: Mib<2>,
+    mapped: Mib<2>,
+    metadata: Mib<2>,
+    /// jemalloc's page size.
+    page: usize,
+}
+
+impl Mibs {
+    fn lookup() -> CtlResult<Self> {
+        let page = Mib::<2>::lookup("arenas.page\0")?;
+        Ok(Mibs {
+            thread_arena: Mib::lookup("thread.arena\0")?,
+            thread_tcache_flush: Mib::lookup("thread.tcache.flush\0")?,
+            thread_allocated: Mib::lookup("thread.allocated\0")?,
+            thread_deallocated: Mib::lookup("thread.deallocated\0")?,
+            epoch: Mib::lookup("epoch\0")?,
+            arenas_create: Mib::lookup("arenas.create\0")?,
+            arenas_narenas: Mib::lookup("arenas.narenas\0")?,
+            arena_purge: Mib::lookup("arena.0.purge\0")?,
+            arena_dirty_decay_ms: Mib::lookup("arena.0.dirty_decay_ms\0")?,
+            arena_muzzy_decay_ms: Mib::lookup("arena.0.muzzy_decay_ms\0")?,
+            arena_pactivep: Mib::lookup("experimental.arenas.0.pactivep\0")?,
+            arena_pdirty: Mib::lookup("stats.arenas.0.pdirty\0")?,
+            arena_pmuzzy: Mib::lookup("stats.arenas.0.pmuzzy\0")?,
+            arena_dirty_purged: Mib::lookup("stats.arenas.0.dirty_purged\0")?,
+            arena_muzzy_purged: Mib::lookup("stats.arenas.0.muzzy_purged\0")?,
+            allocated: Mib::lookup("stats.allocated\0")?,
+            active: Mib::lookup("stats.active\0")?,
+            resident: Mib::lookup("stats.resident\0")?,
+            retained: Mib::lookup("stats.retained\0")?,
+            mapped: Mib::lookup("stats.mapped\0")?,
+            metadata: Mib::lookup("stats.metadata\0")?,
+            // SAFETY: `arenas.page` is a `size_t`.
+            page: unsafe { page.read::<usize>()? },
+        })
+    }
+}
+
+fn mibs() -> CtlResult<&'static Mibs> {
+    static MIBS: OnceLock<CtlResult<Mibs>> = OnceLock::new();
+    MIBS.get_or_init(Mibs::lookup).as_ref().map_err(|e| *e)
+}
+
+/// Binds the calling thread to arena `index` and returns the arena it was bound to.
+pub(crate) fn thread_arena_swap(index: u32) -> CtlResult<u32> {
+    // SAFETY: `thread.arena` is an `unsigned`.
+    unsafe { mibs()?.thread_arena.swap::<c_uint>(index) }
+}
+
+/// Binds the calling thread to arena `index`.
+pub(crate) fn thread_arena_set(index: u32) -> CtlResult<()> {
+    // SAFETY: `thread.arena` is an `unsigned`.
+    unsafe { mibs()?.thread_arena.write::<c_uint>(index) }
+}
+
+/// The arena the calling thread allocates from.
+pub(crate) fn thread_arena() -> CtlResult<u32> {
+    // SAFETY: `thread.arena` is an `unsigned`.
+    unsafe { mibs()?.thread_arena.read::<c_uint>() }
+}
+
+/// Returns every object cached by the calling thread to the arena that owns it.
+pub(crate) fn thread_tcache_flush() -> CtlResult<()> {
+    match mibs()?.thread_tcache_flush.act() {
+        // EFAULT: this thread has no tcache (disabled by configuration): nothing cached.
+        Err(CtlError { errno, .. }) if errno == libc::EFAULT => Ok(()),
+        other => other,
+    }
+}
+
+/// Bytes ever allocated by the calling thread (wraps around).
+pub(crate) fn thread_allocated() -> CtlResult<u64> {
+    // SAFETY: `thread.allocated` is a `uint64_t`.
+    unsafe { mibs()?.thread_allocated.read::<u64>() }
+}
+
+/// Bytes ever allocated and freed by the calling thread (both wrap around): if neither
+/// moved between two reads, the thread's cache did not change in between.
+pub(crate) fn thread_counters() -> CtlResult<(u64, u64)> {
+    let m = mibs()?;
+    // SAFETY: `thread.{allocated,deallocated}` are `uint64_t`.
+    unsafe {
+        Ok((
+            m.thread_allocated.read::<u64>()?,
+            m.thread_deallocated.read::<u64>()?,
+        ))
+    }
+}
+
+/// Creates a new manual arena and returns its index.
+pub(crate) fn arenas_create() -> CtlResult<u32> {
+    // SAFETY: `arenas.create` reads an `unsigned`; called without a new value (no
+    // custom extent hooks).
+    unsafe { mibs()?.arenas_create.read::<c_uint>() }
+}
+
+/// How many arena indices exist in the process (automatic and manual).
+pub(crate) fn arenas_count() -> CtlResult<u32> {
+    // SAFETY: `arenas.narenas` is an `unsigned`.
+    unsafe { mibs()?.arenas_narenas.read::<c_uint>() }
+}
+
+/// Returns all of arena `index`'s unused dirty and muzzy pages to the OS
+/// (`MADV_DONTNEED`). [`ARENAS_ALL`] purges every arena.
+pub(crate) fn arena_purge(index: u32) -> CtlResult<()> {
+    mibs()?.arena_purge.at(1, index).act()
+}
+
+/// Sets arena `index`'s dirty and muzzy decay times, in milliseconds: 0 gives freed
+/// pages back at once, -1 never (until a purge); -1 also stops jemalloc's eager purge
+/// of freed extents of 8 MiB and more.
+pub(crate) fn arena_set_decay(index: u32, decay_ms: isize) -> CtlResult<()> {
+    let m = mibs()?;
+    // SAFETY: `arena.<i>.{dirty,muzzy}_decay_ms` are `ssize_t`.
+    unsafe {
+        m.arena_dirty_decay_ms
+            .at(1, index)
+            .write::<isize>(decay_ms)?;
+        m.arena_muzzy_decay_ms.at(1, index).write::<isize>(decay_ms)
+    }
+}
+
+/// jemalloc's live counter of arena `index`'s active pages. Arenas are never destroyed,
+/// so the counter lives as long as the process.
+pub(crate) fn arena_active_pages(index: u32) -> CtlResult<&'static AtomicUsize> {
+    // SAFETY: `experimental.arenas.<i>.pactivep` is a `size_t *`.
+    let p = unsafe { mibs()?.arena_pactivep.at(2, index).read::<*const usize>()? };
+    // SAFETY: jemalloc returns the address of the arena's `atomic_zu_t` page counter,
+    // which it updates atomically and never frees (arenas are never destroyed here);
+    // `AtomicUsize` has the same layout as `size_t`.
+    Ok(unsafe { &*p.cast::<AtomicUsize>() })
+}
+
+/// Refreshes jemalloc's statistics snapshot (`epoch`), which the `stats.*` reads below
+/// return. Costs time in proportion to the number of arenas.
+pub(crate) fn refresh_stats() -> CtlResult<()> {
+    // SAFETY: `epoch` is a `uint64_t`.
+    unsafe { mibs()?.epoch.write::<u64>(1) }
+}
+
+/// Bytes in arena `index`'s unused dirty and muzzy pages, as of the last
+/// [`refresh_stats`]: what a purge of it would give back. [`ARENAS_ALL`] sums all arenas.
+pub(crate) fn arena_unused_bytes(index: u32) -> CtlResult<usize> {
+    let m = mibs()?;
+    // SAFETY: `stats.arenas.<i>.{pdirty,pmuzzy}` are `size_t`.
+    let pages = unsafe {
+        m.arena_pdirty.at(2, index).read::<usize>()?
+            + m.arena_pmuzzy.at(2, index).read::<usize>()?
+    };
+    Ok(pages * m.page)
+}
+
+/// Bytes arena `index` has given back to the OS since it was created, as of the last
+/// [`refresh_stats`]: its purged dirty and muzzy pages. (A page that went dirty to
+/// muzzy to clean would count twice, but arenas here never purge lazily: their decay
+/// is -1, or 0 for both kinds, and full purges go straight to clean.)
+pub(crate) fn arena_purged_bytes(index: u32) -> CtlResult<usize> {
+    let m = mibs()?;
+    // SAFETY: `stats.arenas.<i>.{dirty,muzzy}_purged` are `uint64_t`.
+    let pages = unsafe {
+        m.arena_dirty_purged.at(2, index).read::<u64>()?
+            + m.arena_muzzy_purged.at(2, index).read::<u64>()?
+    };
+    Ok(usize::try_from(pages)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(m.page))
+}
+
+/// jemalloc's process-wide totals, as of the last [`refresh_stats`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Totals {
+    pub(crate) allocated: usize,
+    pub(crate) active: usize,
+    pub(crate) resident: usize,
+    pub(crate) retained: usize,
+    pub(crate) mapped: usize,
+    pub(crate) metadata: usize,
+}
+
+pub(crate) fn totals() -> CtlResult<Totals> {
+    let m = mibs()?;
+    // SAFETY: every `stats.*` total read here is a `size_t`.
+    unsafe {
+        Ok(Totals {
+            allocated: m.allocated.read()?,
+            active: m.active.read()?,
+            resident: m.resident.read()?,
+            retained: m.retained.read()?,
+            mapped: m.mapped.read()?,
+            metadata: m.metadata.read()?,
+        })
+    }
+}

@@ -1,0 +1,80 @@
+//! The error type of every fallible call in this crate.
+
+use std::fmt;
+
+use crate::ctl::{CtlError, ARENA_LIMIT};
+
+/// Why an arena could not be created, bound or purged.
+///
+/// The message says what to do about it. Use [`Error::is_not_installed`] and
+/// [`Error::is_arena_limit`] to tell the two cases a program can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ErrorKind {
+    NotInstalled,
+    ArenaLimit { live: usize },
+    Ctl(CtlError),
+}
+
+impl Error {
+    pub(crate) fn not_installed() -> Self {
+        Error {
+            kind: ErrorKind::NotInstalled,
+        }
+    }
+
+    pub(crate) fn arena_limit(live: usize) -> Self {
+        Error {
+            kind: ErrorKind::ArenaLimit { live },
+        }
+    }
+
+    /// True when `ArenaAlloc` (jemalloc) is not this program's global allocator, so an
+    /// arena could never hold its allocations.
+    pub fn is_not_installed(&self) -> bool {
+        self.kind == ErrorKind::NotInstalled
+    }
+
+    /// True when jemalloc's limit on arenas per process is reached: too many
+    /// [`Arena`](crate::Arena)s or scopes are alive at once.
+    pub fn is_arena_limit(&self) -> bool {
+        matches!(self.kind, ErrorKind::ArenaLimit { .. })
+    }
+}
+
+impl From<CtlError> for Error {
+    fn from(e: CtlError) -> Self {
+        Error {
+            kind: ErrorKind::Ctl(e),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ErrorKind::NotInstalled => f.write_str(
+                "arenapool::ArenaAlloc is not the global allocator, so no arena can hold this \
+                 program's allocations: add `#[global_allocator] static GLOBAL: \
+                 arenapool::ArenaAlloc = arenapool::ArenaAlloc;` to the binary's main.rs",
+            ),
+            ErrorKind::ArenaLimit { live } => write!(
+                f,
+                "no jemalloc arena is free: {live} arenas are held by live `Arena`s and scopes, \
+                 and jemalloc allows at most {ARENA_LIMIT} arenas in a process; drop `Arena`s \
+                 (or end scopes) before creating more"
+            ),
+            ErrorKind::Ctl(CtlError { name, errno }) => write!(
+                f,
+                "jemalloc control `{name}` failed: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

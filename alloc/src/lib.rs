@@ -1,0 +1,52 @@
+//! jemalloc arenas that give memory back to the OS when a piece of work is done.
+//!
+//! A program that allocates gigabytes in one phase and drops the results keeps most of
+//! that memory resident: glibc malloc holds it in per-thread heaps, jemalloc until its
+//! decay timers run out, mimalloc until asked. This crate binds a thread's allocations
+//! to a jemalloc arena for the duration of a closure and purges the arena at the end,
+//! so RSS drops back as soon as the results are dropped.
+//!
+//! ```
+//! #[global_allocator]
+//! static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+//!
+//! let before = arenapool_alloc::rss();
+//! let results: Vec<Vec<f64>> = arenapool_alloc::with_arena(|| {
+//!     (0..200).map(|i| vec![i as f64; 50_000]).collect() // 80 MB
+//! });
+//! assert_eq!(results.len(), 200);
+//! drop(results); // the arena waits for reuse with decay 0: pages go back at once
+//! assert!(arenapool_alloc::rss() < before + (32 << 20));
+//! ```
+//!
+//! - [`ArenaAlloc`]: jemalloc as the global allocator, exactly as fast.
+//! - [`with_arena`], [`with_arena_report`], [`try_with_arena`]: scoped binding of the
+//!   calling thread, purge at the end.
+//! - [`Arena`]: a recycled arena to [`enter`](Arena::enter), [`bind`](Arena::bind) and
+//!   [`purge`](Arena::purge) by hand; thread pools build on it.
+//! - [`memory`], [`rss`], [`trim`]: what the process holds, and giving back everything.
+//!
+//! Linux only for RSS figures (read from `/proc`); the arenas work wherever jemalloc does.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(missing_docs, missing_debug_implementations)]
+
+mod arena;
+mod ctl;
+mod error;
+mod global;
+mod memory;
+mod recycler;
+mod report;
+mod scope;
+
+pub use self::arena::{current_arena, live_arenas, Arena, Binding};
+pub use self::error::Error;
+pub use self::global::{is_installed, ArenaAlloc};
+pub use self::memory::{memory, peak_rss, reset_peak_rss, rss, trim, Memory};
+pub use self::report::{Bytes, Report};
+pub use self::scope::{try_with_arena, with_arena, with_arena_report};
+
+// The crate's own unit tests run under the allocator they test.
+#[cfg(test)]
+#[global_allocator]
+static GLOBAL: ArenaAlloc = ArenaAlloc;

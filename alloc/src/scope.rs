@@ -1,0 +1,104 @@
+//! `with_arena` and its twins: run a closure in an arena, give its pages back at the end.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::{memory, Arena, Error, Report};
+
+/// Runs `f` with the calling thread's allocations in an arena of their own, then gives
+/// that arena's free pages back to the OS.
+///
+/// Everything `f` allocates on this thread (`Vec`, `Box`, `String`, …) comes from the
+/// arena. What `f` returns, or stores elsewhere, stays valid and can be dropped later
+/// on any thread; its pages go back to the OS as soon as it is dropped. Scratch memory
+/// freed inside `f` is returned when `f` ends. Scopes nest; the thread's previous arena
+/// is restored on return and on panic (the panic then continues).
+///
+/// If no arena can be had (`ArenaAlloc` is not the global allocator, or jemalloc's
+/// limit on arenas is reached), `f` still runs, without an arena, and a warning naming
+/// the cause is printed to stderr once per process. Use [`try_with_arena`] to get the
+/// error instead.
+///
+/// # Warning: other threads
+///
+/// Only the calling thread is bound. Work that `f` sends to other threads (rayon's
+/// global pool, spawned threads) allocates from their arenas and is not returned at the
+/// end. For parallel work, run it in an `arenapool::ArenaPool`, which binds every
+/// worker of its pool to the job's arena.
+///
+/// # Example
+///
+/// ```
+/// # #[global_allocator]
+/// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+/// let sums: Vec<f64> = arenapool_alloc::with_arena(|| {
+///     (0..100)
+///         .map(|i| {
+///             let scratch = vec![i as f64; 50_000]; // 400 KB, freed inside
+///             scratch.iter().sum()
+///         })
+///         .collect()
+/// });
+/// assert_eq!(sums[2], 100_000.0);
+/// ```
+pub fn with_arena<R>(f: impl FnOnce() -> R) -> R {
+    match Arena::new() {
+        Ok(arena) => arena.enter(f),
+        Err(e) => {
+            warn_unscoped(&e);
+            f()
+        }
+    }
+}
+
+/// Like [`with_arena`], but returns the error instead of running `f` without an arena.
+///
+/// # Errors
+///
+/// As [`Arena::new`]: `ArenaAlloc` is not the global allocator, or too many arenas are
+/// alive at once. `f` has not run.
+pub fn try_with_arena<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
+    Ok(Arena::new()?.enter(f))
+}
+
+/// Like [`with_arena`], and also reports RSS before and after, the bytes given back and
+/// the time spent running `f` and purging.
+///
+/// ```
+/// # #[global_allocator]
+/// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+/// let (n, report) = arenapool_alloc::with_arena_report(|| {
+///     let scratch: Vec<Vec<u8>> = (0..64).map(|_| vec![7u8; 1 << 20]).collect();
+///     scratch.len()
+/// });
+/// assert_eq!(n, 64);
+/// assert!(report.returned >= 60 << 20, "{report}");
+/// println!("{report}");
+/// ```
+pub fn with_arena_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
+    match Arena::new() {
+        Ok(arena) => arena.run_with_report(|| arena.bind(), f),
+        Err(e) => {
+            warn_unscoped(&e);
+            let rss_before = memory::rss();
+            let started = std::time::Instant::now();
+            let value = f();
+            let run_time = started.elapsed();
+            let report = Report {
+                rss_before,
+                rss_after: memory::rss(),
+                returned: 0,
+                run_time,
+                purge_time: std::time::Duration::ZERO,
+                arena: None,
+            };
+            (value, report)
+        }
+    }
+}
+
+fn warn_unscoped(e: &Error) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        eprintln!("arenapool: running without an arena (memory is not given back): {e}");
+    }
+}

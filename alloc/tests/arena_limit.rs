@@ -1,0 +1,50 @@
+//! More simultaneously live arenas than jemalloc allows is a clear error, never an
+//! abort; `with_arena` then runs unscoped; dropping arenas makes them available again.
+//! Alone in its binary: it exhausts the process's arenas.
+use arenapool_alloc::{with_arena, with_arena_report, Arena, ArenaAlloc};
+
+#[global_allocator]
+static GLOBAL: ArenaAlloc = ArenaAlloc;
+
+#[test]
+fn arena_limit_is_an_error_and_recovers() {
+    let mut arenas = Vec::new();
+    let err = loop {
+        match Arena::new() {
+            Ok(a) => arenas.push(a),
+            Err(e) => break e,
+        }
+        assert!(arenas.len() <= 4096, "more arenas than jemalloc's limit");
+    };
+    eprintln!("{} arenas alive, then: {err}", arenas.len());
+    assert!(err.is_arena_limit(), "{err}");
+    assert!(!err.is_not_installed());
+    assert!(arenas.len() > 4000, "only {} arenas", arenas.len());
+    let msg = err.to_string();
+    assert!(msg.contains("4095") && msg.contains("drop"), "{msg}");
+
+    // Scopes still run, unscoped.
+    assert_eq!(with_arena(|| vec![7u8; 1000].len()), 1000);
+    let (v, report) = with_arena_report(|| 42);
+    assert_eq!(v, 42);
+    assert_eq!(report.arena, None);
+    assert!(arenapool_alloc::try_with_arena(|| ())
+        .unwrap_err()
+        .is_arena_limit());
+
+    // Every arena keeps working while all are alive.
+    let last = arenas.last().unwrap();
+    assert_eq!(last.enter(|| vec![1u32; 4096].iter().sum::<u32>()), 4096);
+
+    // One dropped: one available again, and it is the same arena, recycled.
+    let freed = arenas.pop().unwrap();
+    let index = freed.index();
+    drop(freed);
+    let again = Arena::new().expect("a dropped arena is available again");
+    assert_eq!(again.index(), index);
+    assert!(Arena::new().unwrap_err().is_arena_limit());
+    drop(again);
+    drop(arenas);
+    assert_eq!(arenapool_alloc::live_arenas(), 0);
+    assert!(with_arena(arenapool_alloc::current_arena).is_some());
+}
