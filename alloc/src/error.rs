@@ -1,6 +1,7 @@
 //! The error type of every fallible call in this crate.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ctl::{CtlError, ARENA_LIMIT};
 
@@ -43,6 +44,17 @@ impl Error {
     /// [`Arena`](crate::Arena)s or scopes are alive at once.
     pub fn is_arena_limit(&self) -> bool {
         matches!(self.kind, ErrorKind::ArenaLimit { .. })
+    }
+
+    /// Prints this error to stderr as the warning that work is running without an
+    /// arena, so its memory is not given back; once per process, however many scopes,
+    /// jobs and streams meet an error. [`with_arena`](crate::with_arena) and the thread
+    /// pool call it when they fall back to running unscoped.
+    pub fn warn_once(&self) {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            eprintln!("arenapool: running without an arena (memory is not given back): {self}");
+        }
     }
 }
 

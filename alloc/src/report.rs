@@ -1,7 +1,9 @@
 //! `Report`: what a scope or a job did to the process's memory.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::memory;
 
 /// What one scope or job did to memory: RSS before and after, the bytes its arena gave
 /// back to the OS, and where the time went.
@@ -24,6 +26,26 @@ pub struct Report {
     /// The arena the work ran in, or `None` if it ran without one (see
     /// [`with_arena`](crate::with_arena)).
     pub arena: Option<u32>,
+}
+
+impl Report {
+    /// Runs `f` without an arena and reports RSS before and after and the time it
+    /// took: the report of work that could not get an arena (`arena` is `None`,
+    /// nothing is returned, no time is spent purging).
+    pub fn without_arena<R>(f: impl FnOnce() -> R) -> (R, Report) {
+        let rss_before = memory::rss();
+        let started = Instant::now();
+        let value = f();
+        let report = Report {
+            rss_before,
+            rss_after: memory::rss(),
+            returned: 0,
+            run_time: started.elapsed(),
+            purge_time: Duration::ZERO,
+            arena: None,
+        };
+        (value, report)
+    }
 }
 
 impl fmt::Display for Report {

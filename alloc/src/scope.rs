@@ -1,8 +1,6 @@
 //! `with_arena` and its twins: run a closure in an arena, give its pages back at the end.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use crate::{memory, Arena, Error, Report};
+use crate::{Arena, Error, Report};
 
 /// Runs `f` with the calling thread's allocations in an arena of their own, then gives
 /// that arena's free pages back to the OS.
@@ -44,7 +42,7 @@ pub fn with_arena<R>(f: impl FnOnce() -> R) -> R {
     match Arena::new() {
         Ok(arena) => arena.enter(f),
         Err(e) => {
-            warn_unscoped(&e);
+            e.warn_once();
             f()
         }
     }
@@ -78,27 +76,8 @@ pub fn with_arena_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
     match Arena::new() {
         Ok(arena) => arena.run_with_report(|| arena.bind(), f),
         Err(e) => {
-            warn_unscoped(&e);
-            let rss_before = memory::rss();
-            let started = std::time::Instant::now();
-            let value = f();
-            let run_time = started.elapsed();
-            let report = Report {
-                rss_before,
-                rss_after: memory::rss(),
-                returned: 0,
-                run_time,
-                purge_time: std::time::Duration::ZERO,
-                arena: None,
-            };
-            (value, report)
+            e.warn_once();
+            Report::without_arena(f)
         }
-    }
-}
-
-fn warn_unscoped(e: &Error) {
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    if !WARNED.swap(true, Ordering::Relaxed) {
-        eprintln!("arenapool: running without an arena (memory is not given back): {e}");
     }
 }
