@@ -7,3 +7,4 @@ pub use arenapool_alloc::{
     try_with_arena, with_arena, with_arena_report, Arena, ArenaAlloc, Binding, Bytes, Error,
     Memory, Report,
 };
+pub use arenapool_pool::{ArenaPool, ArenaPoolBuilder, BuildError, MapStream};

@@ -1,0 +1,64 @@
+//! `BuildError`: why a pool could not be built.
+
+use std::error::Error;
+use std::fmt;
+
+/// Why [`ArenaPoolBuilder::build`](crate::ArenaPoolBuilder::build) failed.
+///
+/// The message says what to change.
+#[derive(Debug)]
+pub struct BuildError {
+    kind: ErrorKind,
+}
+
+#[derive(Debug)]
+enum ErrorKind {
+    ZeroThreads,
+    ZeroWindow,
+    Threads(rayon::ThreadPoolBuildError),
+}
+
+impl BuildError {
+    pub(crate) fn zero_threads() -> Self {
+        BuildError {
+            kind: ErrorKind::ZeroThreads,
+        }
+    }
+
+    pub(crate) fn zero_window() -> Self {
+        BuildError {
+            kind: ErrorKind::ZeroWindow,
+        }
+    }
+
+    pub(crate) fn threads(e: rayon::ThreadPoolBuildError) -> Self {
+        BuildError {
+            kind: ErrorKind::Threads(e),
+        }
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ErrorKind::ZeroThreads => f.write_str(
+                "an ArenaPool needs at least one thread: pass `num_threads(n)` with n >= 1, \
+                 or leave it unset for one thread per CPU",
+            ),
+            ErrorKind::ZeroWindow => f.write_str(
+                "a stream window of 0 would never let a task run: pass `stream_window(n)` with \
+                 n >= 1, or leave it unset for twice the number of threads",
+            ),
+            ErrorKind::Threads(e) => write!(f, "the pool's threads could not be started: {e}"),
+        }
+    }
+}
+
+impl Error for BuildError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Threads(e) => Some(e),
+            ErrorKind::ZeroThreads | ErrorKind::ZeroWindow => None,
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! `MapStream`: an ordered map over a stream of inputs, with a bounded window.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::iter::FusedIterator;
+use std::mem;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread;
+
+use rayon::ThreadPool;
+
+use crate::gate::Ticket;
+use crate::job::{Job, Unscoped};
+
+/// How a stream holds its pool.
+#[derive(Debug)]
+pub(crate) enum StreamJob<'p> {
+    /// The stream is its own job, in its own arena.
+    Own(Job<'p>),
+    /// The stream was started inside a job of the same pool and is part of it.
+    Inline,
+    /// No arena could be had: the stream holds the pool but gives nothing back.
+    Unscoped { _ticket: Ticket<'p> },
+}
+
+impl<'p> StreamJob<'p> {
+    pub(crate) fn unscoped(unscoped: Unscoped<'p>) -> Self {
+        unscoped.error.warn_once();
+        StreamJob::Unscoped {
+            _ticket: unscoped.ticket,
+        }
+    }
+}
+
+/// The iterator returned by [`ArenaPool::map_stream`](crate::ArenaPool::map_stream):
+/// results in input order, at most a window of them in memory at once.
+///
+/// Dropping it stops new work, waits for the tasks already running, frees every result
+/// not yet consumed, and ends the stream's job (its arena is purged).
+///
+/// It stays on the thread that created it (see `map_stream`'s warning):
+///
+/// ```compile_fail,E0277
+/// # let pool = arenapool_pool::ArenaPool::builder().build().unwrap();
+/// let stream = pool.map_stream(0..4, |i| i * 2);
+/// std::thread::scope(|s| {
+///     s.spawn(move || stream.sum::<i32>());
+/// });
+/// ```
+pub struct MapStream<'p, I: Iterator, T> {
+    threads: &'p ThreadPool,
+    inputs: I,
+    /// No input will be pulled any more: the inputs ran out, or the stream stopped.
+    exhausted: bool,
+    window: usize,
+    /// Results not yet yielded: queued, running or done.
+    outstanding: usize,
+    /// The calling thread is one of the pool's workers: waiting for a task that no
+    /// other thread has taken could wait forever, so it runs such a task itself.
+    helps: bool,
+    shared: Arc<Shared<I::Item, T>>,
+    // Dropped last: workers unbound, arena purged, pool released.
+    job: StreamJob<'p>,
+}
+
+/// What the stream and its tasks share.
+struct Shared<X, T> {
+    f: Box<dyn Fn(X) -> T + Send + Sync>,
+    state: Mutex<State<X, T>>,
+    changed: Condvar,
+}
+
+struct State<X, T> {
+    /// Sequence number of `slots[0]`, the next result to yield.
+    head: u64,
+    slots: VecDeque<Slot<X, T>>,
+    /// Tasks between taking their input and storing their result.
+    running: usize,
+    /// The stream ended: tasks not yet started must not start, results not yet stored
+    /// are dropped by the task that computed them.
+    stopped: bool,
+}
+
+enum Slot<X, T> {
+    Queued(X),
+    Running,
+    Done(thread::Result<T>),
+}
+
+impl<X, T> Shared<X, T> {
+    fn state(&self) -> MutexGuard<'_, State<X, T>> {
+        // User code never runs while the lock is held; a poisoned state is consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wait<'a>(&self, state: MutexGuard<'a, State<X, T>>) -> MutexGuard<'a, State<X, T>> {
+        self.changed
+            .wait(state)
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One task: computes the result for input number `seq`, unless the stream stopped or
+/// the consumer took the input first.
+fn run_task<X, T>(shared: &Shared<X, T>, seq: u64) {
+    let input = {
+        let mut state = shared.state();
+        let Some(at) = seq.checked_sub(state.head) else {
+            return; // taken and computed by the consumer
+        };
+        if state.stopped {
+            return;
+        }
+        let Some(slot) = state.slots.get_mut(at as usize) else {
+            return;
+        };
+        let Slot::Queued(input) = mem::replace(slot, Slot::Running) else {
+            unreachable!("a stream task ran twice");
+        };
+        state.running += 1;
+        input
+    };
+    let result = panic::catch_unwind(AssertUnwindSafe(|| (shared.f)(input)));
+    let mut state = shared.state();
+    if state.stopped {
+        // Freed here, on a worker still bound to the stream's arena.
+        drop(state);
+        drop(result);
+        state = shared.state();
+    } else {
+        let at = (seq - state.head) as usize;
+        state.slots[at] = Slot::Done(result);
+    }
+    state.running -= 1;
+    drop(state);
+    shared.changed.notify_all();
+}
+
+impl<'p, I, T> MapStream<'p, I, T>
+where
+    I: Iterator,
+    I::Item: Send + 'static,
+    T: Send + 'static,
+{
+    pub(crate) fn new<F>(
+        threads: &'p ThreadPool,
+        job: StreamJob<'p>,
+        window: usize,
+        inputs: I,
+        f: F,
+    ) -> Self
+    where
+        F: Fn(I::Item) -> T + Send + Sync + 'static,
+    {
+        MapStream {
+            threads,
+            inputs,
+            exhausted: false,
+            window,
+            outstanding: 0,
+            helps: threads.current_thread_index().is_some(),
+            shared: Arc::new(Shared {
+                f: Box::new(f),
+                state: Mutex::new(State {
+                    head: 0,
+                    slots: VecDeque::with_capacity(window),
+                    running: 0,
+                    stopped: false,
+                }),
+                changed: Condvar::new(),
+            }),
+            job,
+        }
+    }
+
+    /// Pulls inputs and starts their tasks until the window is full.
+    fn fill(&mut self) {
+        while !self.exhausted && self.outstanding < self.window {
+            let Some(input) = self.inputs.next() else {
+                self.exhausted = true;
+                break;
+            };
+            let seq = {
+                let mut state = self.shared.state();
+                state.slots.push_back(Slot::Queued(input));
+                state.head + state.slots.len() as u64 - 1
+            };
+            self.outstanding += 1;
+            let shared = Arc::clone(&self.shared);
+            self.threads.spawn(move || run_task(&shared, seq));
+        }
+    }
+}
+
+impl<I: Iterator, T> MapStream<'_, I, T> {
+    /// Stops new work, frees what was not consumed, and waits for running tasks.
+    fn stop(&mut self) {
+        self.exhausted = true;
+        self.outstanding = 0;
+        let pending = {
+            let mut state = self.shared.state();
+            state.stopped = true;
+            mem::take(&mut state.slots)
+        };
+        drop(pending);
+        let mut state = self.shared.state();
+        while state.running > 0 {
+            state = self.shared.wait(state);
+        }
+    }
+}
+
+impl<I, T> Iterator for MapStream<'_, I, T>
+where
+    I: Iterator,
+    I::Item: Send + 'static,
+    T: Send + 'static,
+{
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.fill();
+        if self.outstanding == 0 {
+            return None;
+        }
+        let result = {
+            let mut state = self.shared.state();
+            loop {
+                match state.slots.front() {
+                    Some(Slot::Done(_)) => {
+                        let Some(Slot::Done(result)) = state.slots.pop_front() else {
+                            unreachable!()
+                        };
+                        state.head += 1;
+                        break result;
+                    }
+                    Some(Slot::Queued(_)) if self.helps => {
+                        let Some(Slot::Queued(input)) = state.slots.pop_front() else {
+                            unreachable!()
+                        };
+                        state.head += 1;
+                        drop(state);
+                        let f = &self.shared.f;
+                        break panic::catch_unwind(AssertUnwindSafe(|| f(input)));
+                    }
+                    Some(_) => state = self.shared.wait(state),
+                    None => unreachable!("an outstanding result has no slot"),
+                }
+            }
+        };
+        self.outstanding -= 1;
+        match result {
+            Ok(value) => Some(value),
+            Err(payload) => {
+                self.stop();
+                panic::resume_unwind(payload)
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.exhausted {
+            return (self.outstanding, Some(self.outstanding));
+        }
+        let (low, high) = self.inputs.size_hint();
+        (
+            low.saturating_add(self.outstanding),
+            high.and_then(|h| h.checked_add(self.outstanding)),
+        )
+    }
+}
+
+impl<I, T> FusedIterator for MapStream<'_, I, T>
+where
+    I: Iterator,
+    I::Item: Send + 'static,
+    T: Send + 'static,
+{
+}
+
+impl<I: Iterator, T> Drop for MapStream<'_, I, T> {
+    fn drop(&mut self) {
+        self.stop();
+        if let StreamJob::Own(job) = mem::replace(&mut self.job, StreamJob::Inline) {
+            job.finish();
+        }
+    }
+}
+
+impl<I: Iterator, T> fmt::Debug for MapStream<'_, I, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MapStream")
+            .field("window", &self.window)
+            .field("outstanding", &self.outstanding)
+            .field("exhausted", &self.exhausted)
+            .field("job", &self.job)
+            .finish_non_exhaustive()
+    }
+}
