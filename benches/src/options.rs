@@ -1,0 +1,247 @@
+//! Command-line options of the runner.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::{Contender, Workload};
+
+/// How big the workloads are, and so how long the suite takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// Seconds in all: for the suite's own tests.
+    Tiny,
+    /// `--quick`: at most two minutes.
+    Quick,
+    /// The default: at most six minutes on a 2-core machine.
+    Default,
+    /// `--full`: the field reports' sizes.
+    Full,
+}
+
+impl Scale {
+    /// The name a child is given on its command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Tiny => "tiny",
+            Scale::Quick => "quick",
+            Scale::Default => "default",
+            Scale::Full => "full",
+        }
+    }
+
+    /// Looks a scale up by [`name`](Scale::name).
+    pub fn from_name(name: &str) -> Option<Scale> {
+        [Scale::Tiny, Scale::Quick, Scale::Default, Scale::Full]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+
+    /// Repetitions per (contender, workload) unless `--reps` says otherwise.
+    pub fn default_reps(self) -> usize {
+        match self {
+            Scale::Tiny | Scale::Quick => 1,
+            Scale::Default | Scale::Full => 5,
+        }
+    }
+
+    /// Picks one of four values by scale.
+    pub(crate) fn pick<T>(self, tiny: T, quick: T, default: T, full: T) -> T {
+        match self {
+            Scale::Tiny => tiny,
+            Scale::Quick => quick,
+            Scale::Default => default,
+            Scale::Full => full,
+        }
+    }
+}
+
+/// What the runner is asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Workload sizes.
+    pub scale: Scale,
+    /// Repetitions of every (contender, workload) pair.
+    pub reps: usize,
+    /// Workloads to run, in order.
+    pub workloads: Vec<Workload>,
+    /// Contenders to run, in order.
+    pub contenders: Vec<Contender>,
+    /// Threads in the parallel phases.
+    pub threads: usize,
+    /// Where `results.json` and `charts/` go; `None`: `<target dir>/arenapool-bench`.
+    pub out: Option<PathBuf>,
+    /// A child still running after this long is killed and reported as timed out.
+    pub timeout: Duration,
+    /// Where the contender binaries are; `None`: next to the runner.
+    pub bin_dir: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            scale: Scale::Default,
+            reps: Scale::Default.default_reps(),
+            workloads: Workload::ALL.to_vec(),
+            contenders: Contender::ALL.to_vec(),
+            threads: 2,
+            out: None,
+            timeout: Duration::from_secs(120),
+            bin_dir: None,
+        }
+    }
+}
+
+impl Options {
+    /// The runner's help text.
+    pub const USAGE: &'static str = "\
+usage: arenapool-bench [OPTIONS]
+
+Runs every workload under every contender allocator in child processes and reports
+time, peak RSS and RSS after each phase.
+
+options:
+  --quick               smaller workloads, one repetition (well under 2 minutes)
+  --full                larger sizes (S1 at twice the field report's), 5 repetitions
+  --tiny                minimal sizes (for the suite's own tests)
+  --reps N              repetitions per contender and workload
+  --only W[,W...]       run only these workloads (repeatable)
+  --contenders C[,C...] run only these contenders (glibc, jemalloc, jemalloc-tuned,
+                        mimalloc, arenapool)
+  --threads N           threads in parallel phases (default 2)
+  --out DIR             where results.json and charts/ go
+                        (default: <target dir>/arenapool-bench)
+  --bin-dir DIR         where the bench-<contender> binaries are (default: next to
+                        this binary)
+  --timeout SECS        kill a child after this long (default 120)
+  --list                list the workloads and exit
+  -h, --help            this text";
+
+    /// Parses the runner's arguments (without the program name). `Ok(None)`: help was
+    /// asked for.
+    ///
+    /// # Errors
+    ///
+    /// An unknown option, workload or contender, or a missing or malformed value.
+    pub fn parse(args: &[String]) -> Result<Option<Options>, String> {
+        let mut o = Options::default();
+        let mut reps = None;
+        let mut only: Vec<Workload> = Vec::new();
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| {
+                args.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            match arg.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "--list" => {
+                    for w in Workload::ALL {
+                        println!("{:<14} {}", w.name(), w.description());
+                    }
+                    std::process::exit(0);
+                }
+                "--quick" => o.scale = Scale::Quick,
+                "--full" => o.scale = Scale::Full,
+                "--tiny" => o.scale = Scale::Tiny,
+                "--reps" => reps = Some(parse_count(&value("--reps")?, "--reps")?),
+                "--threads" => o.threads = parse_count(&value("--threads")?, "--threads")?,
+                "--timeout" => {
+                    let secs = parse_count(&value("--timeout")?, "--timeout")?;
+                    o.timeout = Duration::from_secs(secs as u64);
+                }
+                "--out" => o.out = Some(PathBuf::from(value("--out")?)),
+                "--bin-dir" => o.bin_dir = Some(PathBuf::from(value("--bin-dir")?)),
+                "--only" => {
+                    for name in value("--only")?.split(',').filter(|s| !s.is_empty()) {
+                        let w = Workload::from_name(name)
+                            .ok_or_else(|| format!("unknown workload `{name}` (see --list)"))?;
+                        if !only.contains(&w) {
+                            only.push(w);
+                        }
+                    }
+                }
+                "--contenders" => {
+                    let mut list = Vec::new();
+                    for name in value("--contenders")?.split(',').filter(|s| !s.is_empty()) {
+                        let c = Contender::from_name(name)
+                            .ok_or_else(|| format!("unknown contender `{name}`"))?;
+                        if !list.contains(&c) {
+                            list.push(c);
+                        }
+                    }
+                    if list.is_empty() {
+                        return Err("--contenders needs at least one name".to_owned());
+                    }
+                    o.contenders = list;
+                }
+                other => return Err(format!("unknown option `{other}`")),
+            }
+        }
+        o.reps = reps.unwrap_or_else(|| o.scale.default_reps());
+        if !only.is_empty() {
+            o.workloads = only;
+        }
+        Ok(Some(o))
+    }
+}
+
+fn parse_count(s: &str, name: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{name} needs a positive whole number, not `{s}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Options>, String> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        Options::parse(&args)
+    }
+
+    #[test]
+    fn defaults() {
+        let o = parse(&[]).unwrap().unwrap();
+        assert_eq!(o, Options::default());
+        assert_eq!(o.reps, 5);
+        assert_eq!(o.contenders.len(), 5);
+    }
+
+    #[test]
+    fn selections_and_scales() {
+        let o = parse(&[
+            "--quick",
+            "--only",
+            "s1-phase,s3-loop",
+            "--only",
+            "s1-phase",
+            "--contenders",
+            "glibc,arenapool",
+            "--out",
+            "x",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(o.scale, Scale::Quick);
+        assert_eq!(o.reps, 1);
+        assert_eq!(o.workloads, vec![Workload::S1Phase, Workload::S3Loop]);
+        assert_eq!(o.contenders, vec![Contender::Glibc, Contender::Arenapool]);
+        assert_eq!(o.out, Some(PathBuf::from("x")));
+        let o = parse(&["--full", "--reps", "2"]).unwrap().unwrap();
+        assert_eq!((o.scale, o.reps), (Scale::Full, 2));
+    }
+
+    #[test]
+    fn errors() {
+        assert!(parse(&["--only", "nope"]).unwrap_err().contains("nope"));
+        assert!(parse(&["--contenders", "tcmalloc"]).is_err());
+        assert!(parse(&["--reps", "0"]).is_err());
+        assert!(parse(&["--reps"]).unwrap_err().contains("needs a value"));
+        assert!(parse(&["--frobnicate"]).is_err());
+        assert_eq!(parse(&["--help"]).unwrap(), None);
+    }
+}

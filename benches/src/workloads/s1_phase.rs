@@ -1,0 +1,102 @@
+//! S1 phase: the field report's shape. Parallel tasks each return a 50,000-f64 result
+//! (400 KB) after churning some scratch memory, and a small label; after the phase 10%
+//! of the labels are kept and everything else is dropped. Before the phase every worker
+//! frees a 1 MiB block, as a program that ran anything before would have (for glibc this
+//! raises the mmap threshold, so the 400 KB results come from its heaps).
+
+use std::fmt;
+
+use rayon::prelude::*;
+
+use crate::phase::Phases;
+use crate::rng::mix;
+use crate::{Executor, Scale};
+
+/// Size of one S1 phase.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Params {
+    /// Tasks in the phase.
+    pub(crate) tasks: usize,
+    /// f64 values per result.
+    pub(crate) len: usize,
+}
+
+impl Params {
+    pub(crate) fn new(scale: Scale) -> Params {
+        Params {
+            tasks: scale.pick(40, 1_000, 4_000, 8_000),
+            len: 50_000,
+        }
+    }
+}
+
+impl fmt::Display for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} tasks x {} KB results ({} MB)",
+            self.tasks,
+            self.len * 8 / 1000,
+            self.tasks * self.len * 8 / 1_000_000
+        )
+    }
+}
+
+pub(crate) fn run(exec: &Executor, p: &Params) -> u64 {
+    warm_workers(exec);
+    let phases = Phases::start();
+    let (sum, kept) = phase(exec, p, 0, &phases, "run");
+    phases.end("dropped");
+    mix(sum, kept.iter().map(|s| s.len() as u64).sum())
+}
+
+/// Every worker allocates and frees a 1 MiB block.
+pub(crate) fn warm_workers(exec: &Executor) {
+    exec.run(|| {
+        rayon::broadcast(|_| {
+            let block = vec![1u8; 1 << 20];
+            std::hint::black_box(&block);
+        })
+    });
+}
+
+/// One parallel phase: returns the checksum and the labels kept (10%). Marks `held`
+/// when the results are all there, before dropping them.
+pub(crate) fn phase(
+    exec: &Executor,
+    p: &Params,
+    round: usize,
+    phases: &Phases,
+    held: &str,
+) -> (u64, Vec<String>) {
+    let results: Vec<(String, Vec<f64>)> = exec.run(|| {
+        (0..p.tasks)
+            .into_par_iter()
+            .map(|i| task(round * p.tasks + i, p.len))
+            .collect()
+    });
+    phases.end(held);
+    let mut sum = 0;
+    for (i, (label, values)) in results.iter().enumerate() {
+        sum = mix(sum, values[i % values.len()].to_bits() ^ label.len() as u64);
+    }
+    let kept: Vec<String> = results
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % 10 == 0)
+        .map(|(_, (label, _))| label)
+        .collect();
+    (sum, kept)
+}
+
+/// One task: scratch churn, then a 400 KB result and its label.
+fn task(i: usize, len: usize) -> (String, Vec<f64>) {
+    let mut acc = 0.0;
+    for k in 0..4 {
+        let scratch = vec![(i + k) as f64 + 0.5; 4_000 + 3_000 * k];
+        acc += scratch.iter().sum::<f64>();
+    }
+    let base = i as f64 * 1e-3 + 1.0;
+    let values: Vec<f64> = (0..len).map(|j| base + j as f64 * 1e-6).collect();
+    (format!("task-{i}-{}", acc as u64 % 1000), values)
+}
