@@ -1,6 +1,7 @@
 //! A job: the pool to itself, an arena of its own, every worker bound to it.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use arenapool_alloc::{Arena, Error, Report};
 use rayon::ThreadPool;
@@ -66,23 +67,32 @@ impl<'p> Job<'p> {
     }
 
     /// Runs `f` on the pool with every worker bound, unbinds them, purges the arena
-    /// and reports, then ends the job. The report's run time includes binding and
-    /// unbinding the workers.
+    /// and reports, then ends the job. As with `with_arena_report`, the report's purge
+    /// time covers unbinding the workers (they flush their caches, and jemalloc purges
+    /// the arena as the last one leaves) and the final purge; its run time covers the
+    /// hand-off to the pool, binding the workers and `f`.
     pub(crate) fn run_with_report<R, F>(self, f: F) -> (R, Report)
     where
         F: FnOnce() -> R + Send,
         R: Send,
     {
         let (threads, arena) = (self.threads, &self.arena);
-        arena.run_with_report(
+        let ((value, unbinding), mut report) = arena.run_with_report(
             || (),
             || {
                 threads.install(|| {
-                    let _workers = WorkerBinding::bind(threads, arena);
-                    f()
+                    let workers = WorkerBinding::bind(threads, arena);
+                    let value = f();
+                    let started = Instant::now();
+                    drop(workers);
+                    (value, started.elapsed())
                 })
             },
-        )
+        );
+        // The unbinding happened inside the part timed as running.
+        report.run_time = report.run_time.saturating_sub(unbinding);
+        report.purge_time += unbinding;
+        (value, report)
     }
 
     /// Ends a job whose results the calling thread has been dropping (a stream's
