@@ -46,6 +46,26 @@ fn mib(v: &Value) -> f64 {
     v.as_u64().expect("a byte count") as f64 / (1 << 20) as f64
 }
 
+/// The `--quick` scale, as a user runs it, on one workload that is small at that scale.
+#[test]
+fn quick_run_of_one_workload_per_contender() {
+    let out = out_dir("quick");
+    runner(&["--quick", "--only", "large-blocks"], &out);
+    let r = results(&out);
+    assert_eq!(r["scale"], "quick");
+    let summaries = r["summaries"].as_array().unwrap();
+    assert_eq!(summaries.len(), CONTENDERS.len());
+    for (s, name) in summaries.iter().zip(CONTENDERS) {
+        assert_eq!(s["workload"], "large-blocks");
+        assert_eq!(s["contender"], name);
+        assert_eq!(s["status"], "ok", "{s}");
+        assert_eq!(s["checksum_agrees"], true);
+        assert!(mib(&s["peak_rss"]) > mib(&s["rss_start"]), "{s}");
+    }
+    let chart = std::fs::read_to_string(out.join("charts/rss-large-blocks.svg")).unwrap();
+    assert!(chart.starts_with("<svg") && chart.contains("arenapool"));
+}
+
 #[test]
 fn tiny_run_of_one_workload_writes_results_table_and_charts() {
     let out = out_dir("one-workload");
