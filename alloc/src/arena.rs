@@ -1,11 +1,11 @@
 //! `Arena`: a recycled jemalloc arena, and `Binding`: a thread allocating from it.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::global::ensure_installed;
+use crate::binding::Binding;
+use crate::global::ensure_bindable;
 use crate::recycler::{self, Slot};
 use crate::{ctl, memory, Error, Report};
 
@@ -52,10 +52,12 @@ impl Arena {
     ///
     /// - [`ArenaAlloc`](crate::ArenaAlloc) is not the global allocator
     ///   ([`Error::is_not_installed`]); the message says how to install it.
+    /// - jemalloc runs with `percpu_arena`, which makes threads unbindable
+    ///   ([`Error::is_percpu_arena`]).
     /// - jemalloc's limit of arenas per process is reached because too many `Arena`s
     ///   are alive at once ([`Error::is_arena_limit`]); dropping some makes room.
     pub fn new() -> Result<Arena, Error> {
-        ensure_installed()?;
+        ensure_bindable()?;
         Ok(Arena {
             slot: recycler::acquire()?,
         })
@@ -189,81 +191,6 @@ impl fmt::Debug for Arena {
             .field("index", &self.slot.index)
             .finish()
     }
-}
-
-/// The calling thread allocates from an [`Arena`] until this guard is dropped.
-///
-/// Created by [`Arena::bind`] or [`Arena::bind_shared`]. Dropping it flushes the
-/// thread's cache (so objects freed while bound go back to their arenas, and objects
-/// cached from this arena are not handed out after it) and restores the arena the
-/// thread was bound to before. It runs on panic too, so a panic can never leave a
-/// thread bound.
-#[must_use = "the thread is unbound as soon as the guard is dropped"]
-pub struct Binding<'a> {
-    arena: u32,
-    /// The arena the thread was bound to before, or `None` if binding failed.
-    previous: Option<u32>,
-    /// The thread's allocation counters when it was bound: if they have not moved, its
-    /// cache holds nothing from this arena and need not be flushed.
-    counters: Option<(u64, u64)>,
-    _owner: Option<Arc<Arena>>,
-    _marker: PhantomData<(&'a Arena, *const ())>,
-}
-
-impl Binding<'_> {
-    fn new(arena: u32, owner: Option<Arc<Arena>>) -> Self {
-        let previous = ctl::thread_arena_swap(arena).ok();
-        debug_assert!(previous.is_some(), "binding to arena {arena} failed");
-        Binding {
-            arena,
-            previous,
-            counters: ctl::thread_counters().ok(),
-            _owner: owner,
-            _marker: PhantomData,
-        }
-    }
-
-    /// Whether the thread was in fact bound. jemalloc refuses a binding only when
-    /// configured in ways that take arena choice away from threads (`percpu_arena`).
-    pub fn is_bound(&self) -> bool {
-        self.previous.is_some()
-    }
-
-    /// The arena the thread is bound to.
-    pub fn arena_index(&self) -> u32 {
-        self.arena
-    }
-}
-
-impl Drop for Binding<'_> {
-    fn drop(&mut self) {
-        // Return everything freed while bound to its arena, then restore. Neither call
-        // can fail for an existing arena; if one did, the cost is pages kept resident.
-        // An untouched cache (no allocation or free since binding) is not flushed: a
-        // flush costs about a microsecond even when there is nothing in it.
-        if self.counters.is_none() || self.counters != ctl::thread_counters().ok() {
-            let _ = ctl::thread_tcache_flush();
-        }
-        if let Some(previous) = self.previous {
-            let _ = ctl::thread_arena_set(previous);
-        }
-    }
-}
-
-impl fmt::Debug for Binding<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Binding")
-            .field("arena", &self.arena)
-            .field("previous", &self.previous)
-            .finish()
-    }
-}
-
-/// The arena index of the calling thread if it is bound to one of this crate's arenas
-/// (inside [`with_arena`](crate::with_arena), [`Arena::enter`] or a pool job), `None`
-/// if it allocates from one of jemalloc's automatic arenas.
-pub fn current_arena() -> Option<u32> {
-    ctl::thread_arena().ok().filter(|&i| recycler::is_ours(i))
 }
 
 /// How many arenas are held by live [`Arena`]s and scopes right now.

@@ -8,7 +8,7 @@
 //! The rest of the crate is kept away from `mallctl*` by `clippy::disallowed_methods`.
 #![allow(clippy::disallowed_methods)]
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 use std::ptr;
 use std::sync::atomic::AtomicUsize;
@@ -175,11 +175,15 @@ struct Mibs {
     metadata: Mib<2>,
     /// jemalloc's page size.
     page: usize,
+    /// `opt.percpu_arena` is set: jemalloc ties threads to per-CPU arenas and refuses
+    /// to move them back from a manual arena to an automatic one.
+    percpu_arena: bool,
 }
 
 impl Mibs {
     fn lookup() -> CtlResult<Self> {
         let page = Mib::<2>::lookup("arenas.page\0")?;
+        let percpu = Mib::<2>::lookup("opt.percpu_arena\0")?;
         Ok(Mibs {
             thread_arena: Mib::lookup("thread.arena\0")?,
             thread_tcache_flush: Mib::lookup("thread.tcache.flush\0")?,
@@ -204,6 +208,13 @@ impl Mibs {
             metadata: Mib::lookup("stats.metadata\0")?,
             // SAFETY: `arenas.page` is a `size_t`.
             page: unsafe { page.read::<usize>()? },
+            percpu_arena: {
+                // SAFETY: `opt.percpu_arena` is a `const char *`.
+                let name = unsafe { percpu.read::<*const c_char>()? };
+                // SAFETY: jemalloc returns a pointer to one of its static,
+                // NUL-terminated option names ("disabled", "percpu", "phycpu").
+                !name.is_null() && unsafe { CStr::from_ptr(name) }.to_bytes() != b"disabled"
+            },
         })
     }
 }
@@ -211,6 +222,11 @@ impl Mibs {
 fn mibs() -> CtlResult<&'static Mibs> {
     static MIBS: OnceLock<CtlResult<Mibs>> = OnceLock::new();
     MIBS.get_or_init(Mibs::lookup).as_ref().map_err(|e| *e)
+}
+
+/// Whether jemalloc runs with `percpu_arena`, which makes threads unbindable.
+pub(crate) fn percpu_arena() -> CtlResult<bool> {
+    Ok(mibs()?.percpu_arena)
 }
 
 /// Binds the calling thread to arena `index` and returns the arena it was bound to.

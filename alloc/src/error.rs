@@ -17,6 +17,7 @@ pub struct Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum ErrorKind {
     NotInstalled,
+    PercpuArena,
     ArenaLimit { live: usize },
     Ctl(CtlError),
 }
@@ -25,6 +26,12 @@ impl Error {
     pub(crate) fn not_installed() -> Self {
         Error {
             kind: ErrorKind::NotInstalled,
+        }
+    }
+
+    pub(crate) fn percpu_arena() -> Self {
+        Error {
+            kind: ErrorKind::PercpuArena,
         }
     }
 
@@ -38,6 +45,12 @@ impl Error {
     /// arena could never hold its allocations.
     pub fn is_not_installed(&self) -> bool {
         self.kind == ErrorKind::NotInstalled
+    }
+
+    /// True when jemalloc runs with its `percpu_arena` option, under which threads
+    /// cannot be bound to arenas of their own.
+    pub fn is_percpu_arena(&self) -> bool {
+        self.kind == ErrorKind::PercpuArena
     }
 
     /// True when jemalloc's limit on arenas per process is reached: too many
@@ -74,6 +87,11 @@ impl fmt::Display for Error {
                  program's allocations: add `#[global_allocator] static GLOBAL: \
                  arenapool::ArenaAlloc = arenapool::ArenaAlloc;` to the binary's main.rs",
             ),
+            ErrorKind::PercpuArena => f.write_str(
+                "jemalloc runs with `percpu_arena`, which ties every thread to a per-CPU arena \
+                 and cannot bind it to another: remove `percpu_arena` from `_RJEM_MALLOC_CONF` \
+                 (or from the configuration compiled into the binary) to use arenapool's arenas",
+            ),
             ErrorKind::ArenaLimit { live } => write!(
                 f,
                 "no jemalloc arena is free: {live} arenas are held by live `Arena`s and scopes, \
@@ -82,7 +100,9 @@ impl fmt::Display for Error {
             ),
             ErrorKind::Ctl(CtlError { name, errno }) => write!(
                 f,
-                "jemalloc control `{name}` failed: {}",
+                "jemalloc control `{name}` failed: {}; jemalloc's configuration \
+                 (`_RJEM_MALLOC_CONF`) may disable what arenapool needs, otherwise this is a bug \
+                 worth reporting with that configuration",
                 std::io::Error::from_raw_os_error(*errno)
             ),
         }

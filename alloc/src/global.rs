@@ -89,11 +89,14 @@ fn probe() -> bool {
     after.wrapping_sub(before) >= SIZE as u64
 }
 
-/// `Ok` when [`ArenaAlloc`] is installed, otherwise the error that says how to install it.
-pub(crate) fn ensure_installed() -> Result<(), Error> {
-    if is_installed() {
-        Ok(())
-    } else {
+/// `Ok` when threads can be bound to arenas: [`ArenaAlloc`] is installed and jemalloc
+/// does not tie threads to per-CPU arenas. Otherwise the error that says what to change.
+pub(crate) fn ensure_bindable() -> Result<(), Error> {
+    if !is_installed() {
         Err(Error::not_installed())
+    } else if ctl::percpu_arena()? {
+        Err(Error::percpu_arena())
+    } else {
+        Ok(())
     }
 }

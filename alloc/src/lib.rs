@@ -31,6 +31,8 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod arena;
+mod binding;
+mod bytes;
 mod ctl;
 mod error;
 mod global;
@@ -39,11 +41,13 @@ mod recycler;
 mod report;
 mod scope;
 
-pub use self::arena::{current_arena, live_arenas, Arena, Binding};
+pub use self::arena::{live_arenas, Arena};
+pub use self::binding::{current_arena, Binding};
+pub use self::bytes::Bytes;
 pub use self::error::Error;
 pub use self::global::{is_installed, ArenaAlloc};
 pub use self::memory::{memory, peak_rss, reset_peak_rss, rss, trim, Memory};
-pub use self::report::{Bytes, Report};
+pub use self::report::Report;
 pub use self::scope::{try_with_arena, with_arena, with_arena_report};
 
 // The crate's own unit tests run under the allocator they test.

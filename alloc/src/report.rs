@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::memory;
+use crate::{memory, Bytes};
 
 /// What one scope or job did to memory: RSS before and after, the bytes its arena gave
 /// back to the OS, and where the time went.
@@ -17,11 +17,17 @@ pub struct Report {
     pub rss_before: usize,
     /// Process RSS, in bytes, after the arena was purged.
     pub rss_after: usize,
-    /// Bytes of the arena's unused pages given back to the OS at the end.
+    /// Bytes the arena gave back to the OS from the start of the work to the end of
+    /// its final purge: the pages freed by the work, returned at its end, and anything
+    /// purged from the arena meanwhile (an [`Arena::purge`](crate::Arena::purge) inside
+    /// the work, a [`trim`](crate::trim) on another thread).
     pub returned: usize,
-    /// Time spent running the closure or job.
+    /// Time spent running the closure or job (for a pool job: also handing it to the
+    /// pool and binding the workers).
     pub run_time: Duration,
-    /// Time spent giving memory back (flush, statistics, purge).
+    /// Time spent giving memory back after the work: unbinding the threads (their
+    /// caches are flushed, and jemalloc purges the arena as the last one leaves) and
+    /// the final purge.
     pub purge_time: Duration,
     /// The arena the work ran in, or `None` if it ran without one (see
     /// [`with_arena`](crate::with_arena)).
@@ -66,39 +72,9 @@ impl fmt::Display for Report {
     }
 }
 
-/// A byte count that displays itself in binary units (`1.5 GiB`, `12.0 MiB`, `512 B`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Bytes(pub usize);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-        if self.0 < 1024 {
-            return write!(f, "{} B", self.0);
-        }
-        let mut value = self.0 as f64 / 1024.0;
-        let mut unit = 0;
-        while value >= 1024.0 && unit + 1 < UNITS.len() {
-            value /= 1024.0;
-            unit += 1;
-        }
-        write!(f, "{value:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytes_display() {
-        assert_eq!(Bytes(0).to_string(), "0 B");
-        assert_eq!(Bytes(1023).to_string(), "1023 B");
-        assert_eq!(Bytes(1536).to_string(), "1.5 KiB");
-        assert_eq!(Bytes(12 << 20).to_string(), "12.0 MiB");
-        assert_eq!(Bytes(3 << 29).to_string(), "1.5 GiB");
-        assert_eq!(Bytes(usize::MAX).to_string(), "16777216.0 TiB");
-    }
 
     #[test]
     fn report_display_is_one_line() {

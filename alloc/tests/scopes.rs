@@ -71,6 +71,33 @@ fn bind_and_bind_shared_bind_until_dropped() {
 }
 
 #[test]
+fn bindings_dropped_out_of_order_leave_the_thread_unbound() {
+    let (a, b, c) = (
+        Arena::new().unwrap(),
+        Arena::new().unwrap(),
+        Arena::new().unwrap(),
+    );
+    let ga = a.bind();
+    let gb = b.bind();
+    drop(ga); // out of order: `b` stays in force
+    assert_eq!(current_arena(), Some(b.index()));
+    let gc = c.bind();
+    drop(gc); // in order again: back to `b`
+    assert_eq!(current_arena(), Some(b.index()));
+    drop(gb); // the last one: back to the thread's own arena
+    assert_eq!(current_arena(), None);
+
+    // Three deep, the middle one first.
+    let ga = a.bind();
+    let gb = b.bind();
+    let gc = c.bind();
+    drop(gb);
+    drop(gc);
+    drop(ga);
+    assert_eq!(current_arena(), None);
+}
+
+#[test]
 fn other_threads_are_not_bound() {
     with_arena(|| {
         assert!(current_arena().is_some());
@@ -152,8 +179,10 @@ fn memory_snapshot_sees_live_allocations() {
 }
 
 #[test]
-fn arenas_are_debug_and_errors_display() {
+fn arenas_and_bindings_are_debug() {
     let arena = Arena::new().unwrap();
     assert!(format!("{arena:?}").contains(&arena.index().to_string()));
-    assert!(format!("{:?}", arena.bind()).contains("Binding"));
+    let binding = arena.bind();
+    let shown = format!("{binding:?}");
+    assert!(shown.contains("Binding") && shown.contains(&arena.index().to_string()));
 }

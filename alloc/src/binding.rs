@@ -1,0 +1,115 @@
+//! `Binding`: the calling thread allocates from an arena until the guard is dropped.
+
+use std::cell::Cell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::{ctl, recycler, Arena};
+
+thread_local! {
+    /// How many bindings are alive on this thread, and the arena it had before the
+    /// first of them: when the last one is dropped, in whatever order they were
+    /// dropped, the thread goes back to that arena.
+    static BOUND: Cell<(usize, u32)> = const { Cell::new((0, 0)) };
+}
+
+/// The calling thread allocates from an [`Arena`] until this guard is dropped.
+///
+/// Created by [`Arena::bind`] or [`Arena::bind_shared`]. Dropping it flushes the
+/// thread's cache if the thread allocated or freed anything while bound (so objects it
+/// freed go back to their arenas, and objects it cached from this arena are not handed
+/// out after it), then restores the arena the thread was bound to before. It runs on
+/// panic too, so a panic can never leave a thread bound.
+///
+/// Bindings nest; drop them in the reverse order of their creation (as scopes do). If
+/// they are dropped in another order, the thread may allocate from the wrong one of
+/// them until the last is dropped; once every binding is gone, the thread is always
+/// back on the arena it had before the first.
+#[must_use = "the thread is unbound as soon as the guard is dropped"]
+pub struct Binding<'a> {
+    arena: u32,
+    /// The arena the thread was bound to before, or `None` if binding failed.
+    previous: Option<u32>,
+    /// The thread's allocation counters when it was bound: if they have not moved, its
+    /// cache holds nothing from this arena and need not be flushed.
+    counters: Option<(u64, u64)>,
+    _owner: Option<Arc<Arena>>,
+    _marker: PhantomData<(&'a Arena, *const ())>,
+}
+
+impl Binding<'_> {
+    pub(crate) fn new(arena: u32, owner: Option<Arc<Arena>>) -> Self {
+        let previous = ctl::thread_arena_swap(arena).ok();
+        if let Some(previous) = previous {
+            BOUND.with(|bound| {
+                let (count, original) = bound.get();
+                let original = if count == 0 { previous } else { original };
+                bound.set((count + 1, original));
+            });
+        }
+        Binding {
+            arena,
+            previous,
+            counters: ctl::thread_counters().ok(),
+            _owner: owner,
+            _marker: PhantomData,
+        }
+    }
+
+    /// Whether the thread was in fact bound. jemalloc refuses a binding only when it
+    /// cannot find the arena, which does not happen for an existing [`Arena`].
+    pub fn is_bound(&self) -> bool {
+        self.previous.is_some()
+    }
+
+    /// The arena the thread is bound to.
+    pub fn arena_index(&self) -> u32 {
+        self.arena
+    }
+}
+
+impl Drop for Binding<'_> {
+    fn drop(&mut self) {
+        // Return everything freed while bound to its arena, then restore. Neither call
+        // can fail for an existing arena; if one did, the cost is pages kept resident.
+        // An untouched cache (no allocation or free since binding) is not flushed: a
+        // flush costs about a microsecond even when there is nothing in it.
+        if self.counters.is_none() || self.counters != ctl::thread_counters().ok() {
+            let _ = ctl::thread_tcache_flush();
+        }
+        let Some(previous) = self.previous else {
+            return;
+        };
+        let (count, original) = BOUND.with(Cell::get);
+        let count = count.saturating_sub(1);
+        BOUND.with(|bound| bound.set((count, original)));
+        let restore = if count == 0 {
+            Some(original)
+        } else if ctl::thread_arena().ok() == Some(self.arena) {
+            Some(previous)
+        } else {
+            // Dropped out of order: a binding made after this one is still in force.
+            None
+        };
+        if let Some(index) = restore {
+            let _ = ctl::thread_arena_set(index);
+        }
+    }
+}
+
+impl fmt::Debug for Binding<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Binding")
+            .field("arena", &self.arena)
+            .field("previous", &self.previous)
+            .finish()
+    }
+}
+
+/// The arena index of the calling thread if it is bound to one of this crate's arenas
+/// (inside [`with_arena`](crate::with_arena), [`Arena::enter`] or a pool job), `None`
+/// if it allocates from one of jemalloc's automatic arenas.
+pub fn current_arena() -> Option<u32> {
+    ctl::thread_arena().ok().filter(|&i| recycler::is_ours(i))
+}
