@@ -49,7 +49,12 @@ impl fmt::Display for BuildError {
                 "a stream window of 0 would never let a task run: pass `stream_window(n)` with \
                  n >= 1, or leave it unset for twice the number of threads",
             ),
-            ErrorKind::Threads(e) => write!(f, "the pool's threads could not be started: {e}"),
+            ErrorKind::Threads(e) => write!(
+                f,
+                "the pool's threads could not be started: {e}; check that `stack_size(n)`, if \
+                 set, asks for a stack the system can give, and that the process may start \
+                 `num_threads` more threads (its thread limit: `ulimit -u`)",
+            ),
         }
     }
 }

@@ -25,8 +25,17 @@ pub(crate) struct Job<'p> {
 /// its memory is not given back.
 #[derive(Debug)]
 pub(crate) struct Unscoped<'p> {
-    pub(crate) error: Error,
-    pub(crate) ticket: Ticket<'p>,
+    error: Error,
+    ticket: Ticket<'p>,
+}
+
+impl<'p> Unscoped<'p> {
+    /// Warns, once per process, that jobs run without an arena, and goes on without
+    /// one: the job holds the pool until the returned ticket is dropped.
+    pub(crate) fn start(self) -> Ticket<'p> {
+        self.error.warn_once();
+        self.ticket
+    }
 }
 
 impl<'p> Job<'p> {

@@ -7,7 +7,7 @@ use rayon::ThreadPool;
 
 use crate::binding;
 use crate::gate::Gate;
-use crate::job::{Job, Unscoped};
+use crate::job::Job;
 use crate::stream::{MapStream, StreamJob};
 use crate::ArenaPoolBuilder;
 
@@ -93,10 +93,18 @@ impl ArenaPool {
     /// is dropped, and its pages go back to the OS at once. Until then it is resident,
     /// and a page that holds one such object cannot be given back.
     ///
-    /// Work that outlives the job allocates outside its arena: `rayon::spawn` tasks
-    /// still running when `f` returns, work sent to other pools or to threads that are
-    /// not the pool's, and thread-locals a worker initialises during the job (they live
-    /// in the arena but are never returned while the thread lives).
+    /// A `rayon::spawn` task that is running when `f` returns holds up the end of the
+    /// job: its worker is unbound only after the task in hand, so the task goes on in
+    /// the job's arena and `run` returns after it. Spawned work escapes the job in two
+    /// ways, and then goes on outside its arena, even after `run` has returned: a task
+    /// still queued when `f` returns may be taken by a worker already unbound, and a
+    /// task that waits inside `join` or `scope` lets its worker be unbound during the
+    /// wait, so the rest of it runs unbound. Use `rayon::scope` inside `f` for spawned
+    /// work that must end with the job.
+    ///
+    /// Work sent to other pools, or to threads that are not the pool's, allocates
+    /// outside the arena. Thread-locals a worker initialises during the job live in the
+    /// arena, and the pages they occupy are not given back while the thread lives.
     ///
     /// # Warning: one job at a time
     ///
@@ -107,6 +115,16 @@ impl ArenaPool {
     /// task, or from the thread consuming a stream) does not wait: it runs inline, as
     /// part of the enclosing job, in that job's arena. Two pools whose jobs each call
     /// `run` on the other can deadlock, as with any two locks.
+    ///
+    /// A job must not wait for a thread of its own (one started with
+    /// `std::thread::scope`, say) that calls `run` on the same pool: that thread is
+    /// neither a worker nor the caller, so its `run` queues behind the job that waits
+    /// for it, and neither ever ends.
+    ///
+    /// Spawned work that outlives its job (see above) belongs to no job. A worker busy
+    /// with it takes the next job's binding only when the task ends or waits inside
+    /// `join` or `scope`, which holds up the start of that job's `f`; what of it runs
+    /// on a worker bound to that job allocates from that job's arena.
     ///
     /// # Panics
     ///
@@ -123,11 +141,9 @@ impl ArenaPool {
         }
         match Job::begin(&self.threads, &self.gate) {
             Ok(job) => job.run(f),
-            Err(Unscoped { error, ticket }) => {
-                error.warn_once();
-                let value = self.threads.install(f);
-                drop(ticket);
-                value
+            Err(unscoped) => {
+                let _ticket = unscoped.start();
+                self.threads.install(f)
             }
         }
     }
@@ -135,12 +151,16 @@ impl ArenaPool {
     /// Like [`run`](ArenaPool::run), and reports what the job did to memory: RSS
     /// before and after, bytes given back, time running and time purging.
     ///
-    /// The [`Report`] is the same as [`with_arena_report`]'s. `rss_after` is measured
-    /// after the purge but before the caller drops what the job returned.
+    /// The [`Report`] is the same as [`with_arena_report`]'s. Its run time covers
+    /// handing the job to the pool, binding the workers and `f`; its purge time covers
+    /// unbinding the workers (each flushes its cache, and jemalloc purges the arena as
+    /// the last one leaves) and the final purge. `rss_after` is measured after the
+    /// purge but before the caller drops what the job returned.
     ///
     /// Called from inside a job of the same pool, it runs inline like `run`, and the
     /// report covers a purge of the enclosing job's arena, which gives back what every
-    /// part of that job has freed so far.
+    /// part of that job has freed so far: its run time covers `f`, its purge time that
+    /// purge.
     ///
     /// [`with_arena_report`]: arenapool_alloc::with_arena_report
     pub fn run_with_report<R, F>(&self, f: F) -> (R, Report)
@@ -156,11 +176,9 @@ impl ArenaPool {
         }
         match Job::begin(&self.threads, &self.gate) {
             Ok(job) => job.run_with_report(f),
-            Err(Unscoped { error, ticket }) => {
-                error.warn_once();
-                let out = Report::without_arena(|| self.threads.install(f));
-                drop(ticket);
-                out
+            Err(unscoped) => {
+                let _ticket = unscoped.start();
+                Report::without_arena(|| self.threads.install(f))
             }
         }
     }
@@ -245,7 +263,9 @@ impl ArenaPool {
                     job.bind_workers();
                     StreamJob::Own(job)
                 }
-                Err(unscoped) => StreamJob::unscoped(unscoped),
+                Err(unscoped) => StreamJob::Unscoped {
+                    _ticket: unscoped.start(),
+                },
             }
         };
         MapStream::new(&self.threads, job, self.window, inputs.into_iter(), f)

@@ -11,7 +11,7 @@ use std::thread;
 use rayon::ThreadPool;
 
 use crate::gate::Ticket;
-use crate::job::{Job, Unscoped};
+use crate::job::Job;
 
 /// How a stream holds its pool.
 #[derive(Debug)]
@@ -22,15 +22,6 @@ pub(crate) enum StreamJob<'p> {
     Inline,
     /// No arena could be had: the stream holds the pool but gives nothing back.
     Unscoped { _ticket: Ticket<'p> },
-}
-
-impl<'p> StreamJob<'p> {
-    pub(crate) fn unscoped(unscoped: Unscoped<'p>) -> Self {
-        unscoped.error.warn_once();
-        StreamJob::Unscoped {
-            _ticket: unscoped.ticket,
-        }
-    }
 }
 
 /// The iterator returned by [`ArenaPool::map_stream`](crate::ArenaPool::map_stream):
@@ -194,20 +185,24 @@ where
 }
 
 impl<I: Iterator, T> MapStream<'_, I, T> {
-    /// Stops new work, frees what was not consumed, and waits for running tasks.
+    /// Stops new work, waits for the tasks already running, then frees what was not
+    /// consumed.
+    ///
+    /// The wait comes first: freeing runs the `Drop` of user types, which may panic,
+    /// and no task may be running once the stream's job ends.
     fn stop(&mut self) {
         self.exhausted = true;
         self.outstanding = 0;
         let pending = {
             let mut state = self.shared.state();
             state.stopped = true;
-            mem::take(&mut state.slots)
+            let pending = mem::take(&mut state.slots);
+            while state.running > 0 {
+                state = self.shared.wait(state);
+            }
+            pending
         };
         drop(pending);
-        let mut state = self.shared.state();
-        while state.running > 0 {
-            state = self.shared.wait(state);
-        }
     }
 }
 

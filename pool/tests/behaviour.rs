@@ -3,7 +3,8 @@
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arenapool_alloc::current_arena;
 use arenapool_pool::ArenaPool;
@@ -29,6 +30,21 @@ fn zero_threads_or_window_is_an_error() {
         e.to_string().contains("stream_window(n)` with n >= 1"),
         "{e}"
     );
+}
+
+#[test]
+fn threads_that_cannot_start_are_an_error_that_says_what_to_check() {
+    // No system gives a thread an exbibyte of stack.
+    let e = ArenaPool::builder()
+        .num_threads(1)
+        .stack_size(1 << 60)
+        .build()
+        .unwrap_err();
+    let message = e.to_string();
+    assert!(message.contains("could not be started"), "{message}");
+    assert!(message.contains("stack_size(n)"), "{message}");
+    assert!(message.contains("thread limit"), "{message}");
+    assert!(std::error::Error::source(&e).is_some());
 }
 
 #[test]
@@ -104,29 +120,109 @@ fn a_panic_reaches_the_caller_and_the_pool_goes_on() {
     assert_eq!(arenas, vec![report.arena; 2]);
 }
 
+/// A stream result that counts itself among the live ones until it is dropped.
+struct Counted {
+    value: u64,
+    live: Arc<AtomicUsize>,
+    /// Takes its time to drop, so that a job let in while the stream is still freeing
+    /// its results would see them.
+    slow_drop: bool,
+}
+
+impl Counted {
+    fn new(value: u64, slow_drop: bool, live: &Arc<AtomicUsize>) -> Self {
+        live.fetch_add(1, Ordering::SeqCst);
+        Counted {
+            value,
+            live: Arc::clone(live),
+            slow_drop,
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if self.slow_drop {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Waits, for at most ten seconds, until `done` holds.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "still waiting for {what}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_spawned_task_running_when_the_job_returns_ends_inside_the_job() {
+    let pool = pool(2);
+    let spawned = Arc::new(Mutex::new(None));
+    let record = Arc::clone(&spawned);
+    let job = pool.run(move || {
+        let (started, started_rx) = mpsc::channel();
+        rayon::spawn(move || {
+            started.send(()).unwrap();
+            // Were its worker unbound without waiting for it, `run` would return first.
+            std::thread::sleep(Duration::from_millis(200));
+            *record.lock().unwrap() = Some(current_arena());
+        });
+        started_rx.recv().unwrap();
+        current_arena()
+    });
+    assert!(job.is_some());
+    assert_eq!(
+        *spawned.lock().unwrap(),
+        Some(job),
+        "the task had not ended in the job's arena when `run` returned"
+    );
+}
+
 #[test]
 fn concurrent_runs_queue_while_a_stream_is_alive() {
     let pool = pool(2);
-    let stream_alive = AtomicBool::new(true);
-    let mut stream = pool.map_stream(0..1_000u64, |i| i * 3);
-    let (started, started_rx) = mpsc::channel();
+    let live = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&live);
+    const CONSUMED: u64 = 100;
+    let mut stream = pool.map_stream(0..1_000u64, move |i| {
+        Counted::new(i * 3, i >= CONSUMED, &counter)
+    });
+    let job_started = AtomicBool::new(false);
+    let (calling, calling_rx) = mpsc::channel();
     std::thread::scope(|s| {
         let waiter = s.spawn(|| {
-            started.send(()).unwrap();
-            pool.run(|| stream_alive.load(Ordering::SeqCst))
+            calling.send(()).unwrap();
+            pool.run(|| {
+                job_started.store(true, Ordering::SeqCst);
+                live.load(Ordering::SeqCst)
+            })
         });
-        started_rx.recv().unwrap();
-        // The other thread is blocked (or about to be) in `run` while this one
-        // consumes; its job must not start before the stream is dropped.
-        for i in 0..100 {
-            assert_eq!(stream.next(), Some(i * 3));
-            std::thread::yield_now();
+        calling_rx.recv().unwrap();
+        // The other thread is calling `run`. Were the pool free, its job would start
+        // well within the time this one spends consuming.
+        for i in 0..CONSUMED {
+            assert_eq!(stream.next().map(|r| r.value), Some(i * 3));
+            std::thread::sleep(Duration::from_millis(2));
         }
-        stream_alive.store(false, Ordering::SeqCst);
-        drop(stream);
         assert!(
-            !waiter.join().unwrap(),
+            !job_started.load(Ordering::SeqCst) && !waiter.is_finished(),
             "a job ran while the stream held the pool"
+        );
+        // Results computed but not consumed: the stream frees them as it ends, before
+        // it lets the next job in.
+        let window = pool.stream_window();
+        wait_until("the stream's window to fill", || {
+            live.load(Ordering::SeqCst) == window - 1
+        });
+        drop(stream);
+        assert_eq!(
+            waiter.join().unwrap(),
+            0,
+            "a job started before the stream had ended"
         );
     });
 }
@@ -195,6 +291,56 @@ fn a_stream_task_panic_surfaces_in_order_and_stops_the_stream() {
     assert_eq!(
         pool.map_stream(0..3, |i| i + 1).collect::<Vec<_>>(),
         [1, 2, 3]
+    );
+}
+
+/// A stream result whose `Drop` panics if it is freed unconsumed.
+struct Fragile(bool);
+
+impl Drop for Fragile {
+    fn drop(&mut self) {
+        if self.0 && !std::thread::panicking() {
+            panic!("a result failed to drop");
+        }
+    }
+}
+
+#[test]
+fn dropping_a_stream_waits_for_its_tasks_even_if_a_result_panics_on_drop() {
+    let pool = ArenaPool::builder()
+        .num_threads(3)
+        .stream_window(4)
+        .build()
+        .unwrap();
+    let slow = Arc::new((AtomicBool::new(false), AtomicBool::new(false)));
+    let quick = Arc::new(AtomicUsize::new(0));
+    let (slow_task, quick_tasks) = (Arc::clone(&slow), Arc::clone(&quick));
+    // Inside a job the stream is part of that job: nothing but the stream itself waits
+    // for its tasks.
+    let (dropped, slow_ended) = pool.run(|| {
+        let mut stream = pool.map_stream(0..8usize, move |i| {
+            if i == 1 {
+                slow_task.0.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(200));
+                slow_task.1.store(true, Ordering::SeqCst);
+                Fragile(false)
+            } else {
+                quick_tasks.fetch_add(1, Ordering::SeqCst);
+                Fragile(i != 0)
+            }
+        });
+        drop(stream.next());
+        // Input 1 is running; inputs 2 and 3 are done and wait to be consumed.
+        wait_until("the stream's tasks to start", || {
+            slow.0.load(Ordering::SeqCst) && quick.load(Ordering::SeqCst) == 3
+        });
+        let dropped = panic::catch_unwind(AssertUnwindSafe(|| drop(stream)));
+        (dropped, slow.1.load(Ordering::SeqCst))
+    });
+    assert!(dropped.is_err(), "the result's panic was lost");
+    assert!(
+        slow_ended,
+        "the stream was dropped while a task was running"
     );
 }
 
