@@ -62,7 +62,8 @@ fn phases_give_their_memory_back() {
         "the phase did not touch its memory"
     );
     assert_eq!(results[999][1], 1000.0);
-    assert!(report.returned > 0, "{report}");
+    // At least the scratch block each worker freed last is given back at the end.
+    assert!(report.returned >= 400_000, "{report}");
     drop(results);
     check_back("after the parallel phase", start);
 

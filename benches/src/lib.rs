@@ -7,7 +7,7 @@
 //! Layout: every contender is a binary of its own that installs its global allocator
 //! and calls [`child_main`]; the runner binary calls [`run_suite`], which starts one
 //! child process per (contender, workload, repetition), samples its RSS from `/proc`,
-//! reads the phase markers it prints ([`phase`]) and writes a table, a results file and
+//! reads the phase markers it prints (`PHASE` lines) and writes a table, a results file and
 //! SVG charts.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs, missing_debug_implementations)]

@@ -15,7 +15,7 @@ pub enum Scale {
     Quick,
     /// The default: at most six minutes on a 2-core machine.
     Default,
-    /// `--full`: the field reports' sizes.
+    /// `--full`: larger sizes (S1 with 8,000 tasks, twice the default).
     Full,
 }
 
@@ -102,7 +102,7 @@ time, peak RSS and RSS after each phase.
 
 options:
   --quick               smaller workloads, one repetition (well under 2 minutes)
-  --full                larger sizes (S1 at twice the field report's), 5 repetitions
+  --full                larger sizes (S1 with 8,000 tasks), 5 repetitions
   --tiny                minimal sizes (for the suite's own tests)
   --reps N              repetitions per contender and workload
   --only W[,W...]       run only these workloads (repeatable)
