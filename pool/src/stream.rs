@@ -29,6 +29,10 @@ pub(crate) enum StreamJob<'p> {
 ///
 /// Dropping it stops new work, waits for the tasks already running, frees every result
 /// not yet consumed, and ends the stream's job (its arena is purged).
+/// A panic from the `Drop` of a result it frees reaches the code that dropped the
+/// stream; a result that a task finishes after the stream stopped is freed on that
+/// task's worker, and a panic from its `Drop` there is discarded (it would otherwise
+/// abort the process).
 ///
 /// It stays on the thread that created it (see `map_stream`'s warning):
 ///
@@ -115,9 +119,11 @@ fn run_task<X, T>(shared: &Shared<X, T>, seq: u64) {
     let result = panic::catch_unwind(AssertUnwindSafe(|| (shared.f)(input)));
     let mut state = shared.state();
     if state.stopped {
-        // Freed here, on a worker still bound to the stream's arena.
+        // Freed here, on a worker still bound to the stream's arena. Nobody is left to
+        // receive a panic from the result's `Drop`, and one escaping a pool task would
+        // abort the process, so it is caught and discarded.
         drop(state);
-        drop(result);
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| drop(result)));
         state = shared.state();
     } else {
         let at = (seq - state.head) as usize;

@@ -345,6 +345,27 @@ fn dropping_a_stream_waits_for_its_tasks_even_if_a_result_panics_on_drop() {
 }
 
 #[test]
+fn a_result_that_panics_on_drop_after_its_stream_stopped_does_not_abort() {
+    let pool = pool(2);
+    let started = Arc::new(AtomicBool::new(false));
+    let slow = Arc::clone(&started);
+    let mut stream = pool.map_stream(0..4usize, move |i| {
+        if i == 1 {
+            slow.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(100));
+            Fragile(true) // dropped on the worker: the stream is gone by then
+        } else {
+            Fragile(false)
+        }
+    });
+    drop(stream.next());
+    wait_until("the slow task to start", || started.load(Ordering::SeqCst));
+    drop(stream);
+    // Still here, and the pool still runs jobs: the panic did not abort the process.
+    assert_eq!(pool.run(|| 40 + 2), 42);
+}
+
+#[test]
 fn map_stream_pulls_lazily_from_an_endless_iterator() {
     let pool = pool(2);
     let first: Vec<u64> = pool
