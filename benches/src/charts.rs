@@ -101,12 +101,7 @@ fn timeline(results: &Results, workload: Workload, path: &Path) -> DrawResult {
                 .map(|p| Circle::new((p.at_ms as f64 / 1000.0, p.rss as f64 / MIB), 4, c.filled())),
         )?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart)?;
     root.present()?;
     Ok(())
 }
@@ -186,12 +181,19 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
             )
         }))?;
     }
+    legend(&mut chart)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The contenders' legend, in the upper right corner of `chart`.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
+        .draw()
 }
