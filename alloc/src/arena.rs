@@ -1,4 +1,4 @@
-//! `Arena`: a recycled jemalloc arena, and `Binding`: a thread allocating from it.
+//! `Arena`: a recycled jemalloc arena that threads can be bound to and that can be purged.
 
 use std::fmt;
 use std::sync::Arc;
@@ -121,10 +121,16 @@ impl Arena {
     ///
     /// A jemalloc control call failed (not expected in practice).
     pub fn purge(&self) -> Result<usize, Error> {
-        ctl::thread_tcache_flush()?;
         let before = self.returned_so_far()?;
-        ctl::arena_purge(self.slot.index)?;
-        Ok(self.returned_so_far()? - before)
+        self.flush_and_purge()?;
+        Ok(self.returned_so_far()?.saturating_sub(before))
+    }
+
+    /// Flushes the calling thread's cache (objects it holds keep their pages in use),
+    /// then returns every unused page of this arena to the OS.
+    fn flush_and_purge(&self) -> Result<(), Error> {
+        ctl::thread_tcache_flush()?;
+        Ok(ctl::arena_purge(self.slot.index)?)
     }
 
     /// Bytes this arena has given back to the OS since it was created (refreshes
@@ -161,8 +167,7 @@ impl Arena {
         let run_time = started.elapsed();
         let purge_started = Instant::now();
         drop(guard);
-        let _ = ctl::thread_tcache_flush();
-        let _ = ctl::arena_purge(self.slot.index);
+        let _ = self.flush_and_purge();
         let purge_time = purge_started.elapsed();
         let returned = self
             .returned_so_far()

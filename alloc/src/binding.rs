@@ -81,9 +81,11 @@ impl Drop for Binding<'_> {
         let Some(previous) = self.previous else {
             return;
         };
-        let (count, original) = BOUND.with(Cell::get);
-        let count = count.saturating_sub(1);
-        BOUND.with(|bound| bound.set((count, original)));
+        let (count, original) = BOUND.with(|bound| {
+            let (count, original) = bound.get();
+            bound.set((count.saturating_sub(1), original));
+            (count.saturating_sub(1), original)
+        });
         let restore = if count == 0 {
             Some(original)
         } else if ctl::thread_arena().ok() == Some(self.arena) {
