@@ -1,48 +1,95 @@
 //! SVG charts: RSS over time per workload (one line per contender, phase ends marked),
-//! and a summary of the RSS each contender retains after each workload's phase.
+//! the RSS each contender retains after each workload's phase, time against threads
+//! for a sweep, and the summary: time against memory left, one point per contender.
+//! Whiskers span the smallest to the largest repetition.
 
 use std::path::{Path, PathBuf};
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::{Contender, Results, Workload};
 
 const MIB: f64 = (1 << 20) as f64;
 
+/// A colour per contender: the allocators as families (reds glibc, blues jemalloc,
+/// oranges mimalloc), arenapool green.
 fn color(contender: Contender) -> RGBColor {
     match contender {
         Contender::Glibc => RGBColor(214, 39, 40),
+        Contender::GlibcTrim => RGBColor(240, 110, 110),
+        Contender::GlibcTrim64k => RGBColor(140, 20, 30),
         Contender::Jemalloc => RGBColor(31, 119, 180),
         Contender::JemallocTuned => RGBColor(148, 103, 189),
+        Contender::JemallocBg500 => RGBColor(23, 190, 207),
         Contender::Mimalloc => RGBColor(255, 127, 14),
+        Contender::MimallocPurge0 => RGBColor(188, 140, 60),
+        Contender::Rpmalloc => RGBColor(140, 86, 75),
+        Contender::Snmalloc => RGBColor(227, 119, 194),
+        Contender::Tcmalloc => RGBColor(127, 127, 127),
         Contender::Arenapool => RGBColor(44, 160, 44),
     }
 }
 
-/// Writes `rss-<workload>.svg` for every workload and `retained.svg`; returns the paths.
+/// Writes `rss-<workload>.svg` for every workload, `retained.svg`, `summary.svg`, and
+/// `threads-<workload>.svg` for every workload when several thread counts ran; returns
+/// the paths.
 pub(crate) fn write_all(results: &Results, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut paths = Vec::new();
+    let mut draw = |name: String, f: &dyn Fn(&Path) -> DrawResult| {
+        let path = dir.join(name);
+        f(&path).map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
+        paths.push(path);
+        Ok::<(), String>(())
+    };
     for info in &results.workloads {
         let Some(workload) = Workload::from_name(info.name) else {
             continue;
         };
-        let path = dir.join(format!("rss-{}.svg", workload.name()));
-        timeline(results, workload, &path)
-            .map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
-        paths.push(path);
+        draw(format!("rss-{}.svg", workload.name()), &|p| {
+            timeline(results, workload, p)
+        })?;
+        if results.threads.len() > 1 {
+            draw(format!("threads-{}.svg", workload.name()), &|p| {
+                threads(results, workload, p)
+            })?;
+        }
     }
-    let path = dir.join("retained.svg");
-    retained(results, &path).map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
-    paths.push(path);
+    draw("retained.svg".to_owned(), &|p| retained(results, p))?;
+    draw("summary.svg".to_owned(), &|p| summary(results, p))?;
     Ok(paths)
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
-/// RSS over time of each contender's median run on `workload`.
+/// The contenders that appear in the summaries, in table order.
+fn contenders(results: &Results) -> Vec<Contender> {
+    let mut c: Vec<Contender> = results.summaries.iter().map(|s| s.contender).collect();
+    c.sort();
+    c.dedup();
+    c
+}
+
+fn canvas(
+    path: &Path,
+    size: (u32, u32),
+) -> Result<DrawingArea<SVGBackend<'_>, Shift>, Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE)?;
+    Ok(root)
+}
+
+/// A vertical whisker from `lo` to `hi` at `x`.
+fn whisker<X: Clone + 'static, Y: 'static>(x: X, lo: Y, hi: Y, c: RGBColor) -> PathElement<(X, Y)> {
+    PathElement::new(vec![(x.clone(), lo), (x, hi)], c.stroke_width(1))
+}
+
+/// RSS over time of each contender's median run on `workload`, at the first thread
+/// count.
 fn timeline(results: &Results, workload: Workload, path: &Path) -> DrawResult {
     let series: Vec<_> = results
-        .of_workload(workload)
+        .of_workload(workload, results.threads[0])
         .filter_map(|s| Some((s.contender, &results.runs[s.median_run?])))
         .collect();
     let x_max = series
@@ -61,8 +108,7 @@ fn timeline(results: &Results, workload: Workload, path: &Path) -> DrawResult {
         .unwrap_or(1) as f64
         / MIB;
 
-    let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
-    root.fill(&WHITE)?;
+    let root = canvas(path, (960, 540))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("{workload}: RSS over time (median run; dots mark phase ends)"),
@@ -107,30 +153,31 @@ fn timeline(results: &Results, workload: Workload, path: &Path) -> DrawResult {
 }
 
 /// Grouped bars: per workload, the RSS each contender holds after the phase above what
-/// it held at the start.
+/// it held at the start (medians), whiskers over the repetitions, at the first thread
+/// count.
 fn retained(results: &Results, path: &Path) -> DrawResult {
     let workloads: Vec<&str> = results.workloads.iter().map(|w| w.name).collect();
-    let contenders: Vec<Contender> = {
-        let mut c: Vec<Contender> = results.summaries.iter().map(|s| s.contender).collect();
-        c.sort();
-        c.dedup();
-        c
-    };
+    let contenders = contenders(results);
     let slots = contenders.len() as i32 + 2;
+    let threads = results.threads[0];
+    // (median, min, max) retained MiB.
     let retained_mib = |w: &str, c: Contender| {
-        results
+        let s = results
             .summaries
             .iter()
-            .find(|s| s.workload.name() == w && s.contender == c)
-            .and_then(|s| Some(s.rss_after?.saturating_sub(s.rss_start?) as f64 / MIB))
+            .find(|s| s.workload.name() == w && s.contender == c && s.threads == threads)?;
+        let start = s.rss_start?.median;
+        let after = s.rss_after?;
+        let mib = |b: f64| (b - start).max(0.0) / MIB;
+        Some((mib(after.median), mib(after.min), mib(after.max)))
     };
     let y_max = workloads
         .iter()
         .flat_map(|w| contenders.iter().filter_map(|&c| retained_mib(w, c)))
+        .map(|(_, _, hi)| hi)
         .fold(1.0, f64::max);
 
-    let root = SVGBackend::new(path, (1100, 540)).into_drawing_area();
-    root.fill(&WHITE)?;
+    let root = canvas(path, (1400, 600))?;
     let x_end = workloads.len() as i32 * slots;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -138,9 +185,12 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
             ("sans-serif", 20),
         )
         .margin(12)
-        .x_label_area_size(40)
+        .x_label_area_size(60)
         .y_label_area_size(70)
-        .build_cartesian_2d(0..x_end, 0.0..y_max * 1.12)?;
+        .build_cartesian_2d(
+            0..x_end,
+            (0.0..y_max * 1.12).log_scale().base(2.0).zero_point(0.0),
+        )?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -152,11 +202,18 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
                 _ => String::new(),
             }
         })
-        .y_desc("retained (MiB)")
+        .x_label_style(
+            ("sans-serif", 11)
+                .into_font()
+                .transform(FontTransform::Rotate90),
+        )
+        .y_desc("retained (MiB, log scale)")
         .draw()?;
+    // Bars start just above zero so that the log scale can draw them.
+    let floor = 0.01;
     for (ci, &contender) in contenders.iter().enumerate() {
         let c = color(contender);
-        let bars: Vec<(i32, f64)> = workloads
+        let bars: Vec<(i32, (f64, f64, f64))> = workloads
             .iter()
             .enumerate()
             .filter_map(|(wi, w)| {
@@ -167,21 +224,152 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
             })
             .collect();
         chart
-            .draw_series(
-                bars.iter()
-                    .map(|&(x, v)| Rectangle::new([(x, 0.0), (x + 1, v)], c.filled())),
-            )?
+            .draw_series(bars.iter().map(|&(x, (v, _, _))| {
+                Rectangle::new([(x, floor), (x + 1, v.max(floor))], c.filled())
+            }))?
             .label(contender.name())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
-        chart.draw_series(bars.iter().map(|&(x, v)| {
-            Text::new(
-                format!("{v:.0}"),
-                (x, v + y_max * 0.01),
-                ("sans-serif", 9).into_font().color(&BLACK),
-            )
-        }))?;
+        chart.draw_series(
+            bars.iter()
+                .map(|&(x, (_, lo, hi))| whisker(x, lo.max(floor), hi.max(floor), BLACK)),
+        )?;
     }
     legend(&mut chart)?;
+    root.present()?;
+    Ok(())
+}
+
+/// Time against threads for `workload`: one line per contender through the medians,
+/// whiskers over the repetitions.
+fn threads(results: &Results, workload: Workload, path: &Path) -> DrawResult {
+    let contenders = contenders(results);
+    let points = |c: Contender| -> Vec<(f64, (f64, f64, f64))> {
+        results
+            .threads
+            .iter()
+            .filter_map(|&t| {
+                let s = results
+                    .of_workload(workload, t)
+                    .find(|s| s.contender == c)?;
+                let time = s.time_s?;
+                Some((t as f64, (time.median, time.min, time.max)))
+            })
+            .collect()
+    };
+    let t_max = results.threads.iter().copied().max().unwrap_or(1) as f64;
+    let t_min = results.threads.iter().copied().min().unwrap_or(1) as f64;
+    let y_max = contenders
+        .iter()
+        .flat_map(|&c| points(c))
+        .map(|(_, (_, _, hi))| hi)
+        .fold(0.001, f64::max);
+
+    let root = canvas(path, (960, 540))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{workload}: time against threads (lower is better)"),
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (t_min * 0.9..t_max * 1.1).log_scale().base(2.0),
+            0.0..y_max * 1.08,
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("threads")
+        .y_desc("time (s)")
+        .x_label_formatter(&|t| format!("{t:.0}"))
+        .draw()?;
+    for c in contenders {
+        let col = color(c);
+        let p = points(c);
+        chart
+            .draw_series(LineSeries::new(
+                p.iter().map(|&(t, (m, _, _))| (t, m)),
+                col.stroke_width(2),
+            ))?
+            .label(c.name())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        chart.draw_series(p.iter().map(|&(t, (_, lo, hi))| whisker(t, lo, hi, col)))?;
+        chart.draw_series(
+            p.iter()
+                .map(|&(t, (m, _, _))| Circle::new((t, m), 3, col.filled())),
+        )?;
+    }
+    legend(&mut chart)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The summary: per contender, the geometric mean over workloads of its time ratio (x)
+/// and of its RSS-after ratio (y), both to the reference contender; lower left is
+/// better. Horizontal whiskers: the same means taken over the fastest and the slowest
+/// repetitions.
+fn summary(results: &Results, path: &Path) -> DrawResult {
+    let points: Vec<(Contender, f64, f64, f64, f64)> = results
+        .overall
+        .iter()
+        .filter_map(|o| {
+            let c = Contender::from_name(o.contender)?;
+            let t = o.time_ratio?;
+            Some((
+                c,
+                t,
+                o.rss_after_ratio?,
+                o.time_ratio_min.unwrap_or(t),
+                o.time_ratio_max.unwrap_or(t),
+            ))
+        })
+        .collect();
+    let bounds = |vals: &mut dyn Iterator<Item = f64>| {
+        vals.fold((1.0f64, 1.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    };
+    let (x_lo, x_hi) = bounds(&mut points.iter().flat_map(|p| [p.3, p.4]));
+    let (y_lo, y_hi) = bounds(&mut points.iter().map(|p| p.2));
+
+    let root = canvas(path, (960, 640))?;
+    let reference = results.reference.name();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "Across workloads: time against RSS left after the phase \
+                 (geometric means of ratios to {reference}; lower left is better)"
+            ),
+            ("sans-serif", 16),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (x_lo / 1.25..x_hi * 1.25).log_scale(),
+            (y_lo / 1.5..y_hi * 1.5).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("time / {reference}'s time (log scale)"))
+        .y_desc(format!("RSS after / {reference}'s (log scale)"))
+        .x_label_formatter(&|x| format!("{x:.2}x"))
+        .y_label_formatter(&|y| format!("{y:.2}x"))
+        .draw()?;
+    for &(c, x, y, lo, hi) in &points {
+        let col = color(c);
+        chart.draw_series([PathElement::new(
+            vec![(lo, y), (hi, y)],
+            col.stroke_width(1),
+        )])?;
+        chart.draw_series([Circle::new((x, y), 6, col.filled())])?;
+        chart.draw_series([Text::new(
+            c.name().to_owned(),
+            (x, y),
+            ("sans-serif", 13)
+                .into_font()
+                .color(&col)
+                .pos(Pos::new(HPos::Left, VPos::Bottom)),
+        )])?;
+    }
     root.present()?;
     Ok(())
 }

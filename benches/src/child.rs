@@ -14,7 +14,7 @@ pub fn child_main(contender: Contender) -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match parse(&args) {
         Ok((workload, scale, threads)) => {
-            if let Err(e) = contender.verify() {
+            if let Err(e) = crate::tuning::at_start(contender).and_then(|()| contender.verify()) {
                 eprintln!("bench-{contender}: {e}");
                 return ExitCode::from(2);
             }

@@ -1,4 +1,5 @@
-//! The contenders: which allocator a child binary installs, and how it runs parallel work.
+//! The contenders: which allocator a child binary installs, how it is configured, and
+//! whether this build of the suite has it.
 
 use std::ffi::CStr;
 use std::fmt;
@@ -13,29 +14,67 @@ use std::fmt;
 /// - `muzzy_decay_ms:0`: pages already lazily purged are released at once too.
 pub const JEMALLOC_TUNED_CONF: &CStr = c"background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0";
 
+/// The `malloc_conf` string of the `jemalloc-bg500` contender: the configuration data
+/// frameworks ship to make jemalloc return memory within half a second without paying
+/// for immediate purging.
+///
+/// - `background_thread:true`: purging on jemalloc's background threads;
+/// - `dirty_decay_ms:500`: freed pages are purged over 0.5 s instead of 10 s;
+/// - `muzzy_decay_ms:-1`: lazily purged pages are never purged further.
+pub const JEMALLOC_BG500_CONF: &CStr =
+    c"background_thread:true,dirty_decay_ms:500,muzzy_decay_ms:-1";
+
+/// glibc's `M_TRIM_THRESHOLD` for the `glibc-trim64k` contender, in bytes: the value
+/// data frameworks set (`MALLOC_TRIM_THRESHOLD_=65536`) so that glibc gives back free
+/// memory at the top of a heap above 64 KiB. Setting it also switches off glibc's
+/// dynamic mmap threshold.
+pub const GLIBC_TRIM_THRESHOLD: usize = 64 << 10;
+
 /// One allocator configuration under test. Each is a separate binary
 /// (`bench-<name>`) with its own `#[global_allocator]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Contender {
     /// The system allocator (`std::alloc::System`, glibc malloc on Linux).
     Glibc,
+    /// glibc malloc, with `malloc_trim(0)` called at the end of every phase.
+    GlibcTrim,
+    /// glibc malloc with `M_TRIM_THRESHOLD` set to [`GLIBC_TRIM_THRESHOLD`].
+    GlibcTrim64k,
     /// jemalloc with its defaults (`tikv_jemallocator::Jemalloc`).
     Jemalloc,
     /// jemalloc with [`JEMALLOC_TUNED_CONF`].
     JemallocTuned,
+    /// jemalloc with [`JEMALLOC_BG500_CONF`].
+    JemallocBg500,
     /// mimalloc with its defaults.
     Mimalloc,
+    /// mimalloc with its purge delay set to 0: freed memory is purged at once.
+    MimallocPurge0,
+    /// rpmalloc with its defaults.
+    Rpmalloc,
+    /// snmalloc with its defaults.
+    Snmalloc,
+    /// TCMalloc (Google's, with per-CPU caches) with its defaults; built only with the
+    /// suite's `tcmalloc` feature.
+    Tcmalloc,
     /// `arenapool_alloc::ArenaAlloc`; parallel phases run in an `ArenaPool`.
     Arenapool,
 }
 
 impl Contender {
     /// Every contender, in the order tables and charts show them.
-    pub const ALL: [Contender; 5] = [
+    pub const ALL: [Contender; 12] = [
         Contender::Glibc,
+        Contender::GlibcTrim,
+        Contender::GlibcTrim64k,
         Contender::Jemalloc,
         Contender::JemallocTuned,
+        Contender::JemallocBg500,
         Contender::Mimalloc,
+        Contender::MimallocPurge0,
+        Contender::Rpmalloc,
+        Contender::Snmalloc,
+        Contender::Tcmalloc,
         Contender::Arenapool,
     ];
 
@@ -43,10 +82,49 @@ impl Contender {
     pub fn name(self) -> &'static str {
         match self {
             Contender::Glibc => "glibc",
+            Contender::GlibcTrim => "glibc-trim",
+            Contender::GlibcTrim64k => "glibc-trim64k",
             Contender::Jemalloc => "jemalloc",
             Contender::JemallocTuned => "jemalloc-tuned",
+            Contender::JemallocBg500 => "jemalloc-bg500",
             Contender::Mimalloc => "mimalloc",
+            Contender::MimallocPurge0 => "mimalloc-purge0",
+            Contender::Rpmalloc => "rpmalloc",
+            Contender::Snmalloc => "snmalloc",
+            Contender::Tcmalloc => "tcmalloc",
             Contender::Arenapool => "arenapool",
+        }
+    }
+
+    /// The allocator and its configuration, in one line (printed with the results).
+    pub fn configuration(self) -> &'static str {
+        match self {
+            Contender::Glibc => "glibc malloc (std::alloc::System), defaults",
+            Contender::GlibcTrim => "glibc malloc, malloc_trim(0) at the end of every phase",
+            Contender::GlibcTrim64k => {
+                "glibc malloc, mallopt(M_TRIM_THRESHOLD, 65536) at start \
+                 (as MALLOC_TRIM_THRESHOLD_=65536)"
+            }
+            Contender::Jemalloc => "jemalloc 5.3 (tikv-jemallocator), defaults",
+            Contender::JemallocTuned => {
+                "jemalloc 5.3, malloc_conf \
+                 background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0"
+            }
+            Contender::JemallocBg500 => {
+                "jemalloc 5.3, malloc_conf \
+                 background_thread:true,dirty_decay_ms:500,muzzy_decay_ms:-1"
+            }
+            Contender::Mimalloc => "mimalloc 3.3 (mimalloc crate), defaults",
+            Contender::MimallocPurge0 => {
+                "mimalloc 3.3, mi_option_set(mi_option_purge_delay, 0) at start"
+            }
+            Contender::Rpmalloc => "rpmalloc (rpmalloc crate 0.2), defaults",
+            Contender::Snmalloc => "snmalloc 0.7 (snmalloc-rs, built with cc), defaults",
+            Contender::Tcmalloc => "TCMalloc (tcmalloc-better), defaults",
+            Contender::Arenapool => {
+                "arenapool (jemalloc 5.3), defaults; parallel phases are ArenaPool jobs, \
+                 threads it does not own run in with_arena"
+            }
         }
     }
 
@@ -60,19 +138,53 @@ impl Contender {
         Contender::ALL.into_iter().find(|c| c.name() == name)
     }
 
+    /// The cargo feature of the suite that builds this contender, for those that are
+    /// off by default (their C++ build is long).
+    pub fn feature(self) -> Option<&'static str> {
+        match self {
+            Contender::Tcmalloc => Some("tcmalloc"),
+            _ => None,
+        }
+    }
+
+    /// Whether this build of the suite builds the contender's binary.
+    pub fn is_built(self) -> bool {
+        self != Contender::Tcmalloc || cfg!(feature = "tcmalloc")
+    }
+
+    /// What to do to have the contender, when its binary is not there.
+    pub fn how_to_enable(self) -> String {
+        match self.feature() {
+            Some(feature) => format!(
+                "not available: build the suite with `--features {feature}` \
+                 (cargo run --release -p arenapool-bench --features {feature})"
+            ),
+            None => format!(
+                "not available: {} was not built (cargo build --release -p arenapool-bench)",
+                self.binary()
+            ),
+        }
+    }
+
+    /// Whether the contender's parallel phases run in an `ArenaPool`.
+    pub(crate) fn uses_arenas(self) -> bool {
+        self == Contender::Arenapool
+    }
+
     /// Checks, inside the child, that the allocator configuration is the one claimed,
     /// and says what is wrong otherwise.
     pub(crate) fn verify(self) -> Result<(), String> {
         match self {
-            Contender::JemallocTuned => {
+            Contender::JemallocTuned | Contender::JemallocBg500 => {
                 let on = tikv_jemalloc_ctl::opt::background_thread::read()
                     .map_err(|e| format!("cannot read opt.background_thread: {e}"))?;
                 if on {
                     Ok(())
                 } else {
-                    Err("jemalloc did not take the tuned malloc_conf \
-                         (opt.background_thread is false)"
-                        .to_owned())
+                    Err(format!(
+                        "jemalloc did not take the contender's malloc_conf \
+                         (opt.background_thread is false) for {self}"
+                    ))
                 }
             }
             Contender::Arenapool if !arenapool_alloc::is_installed() => {
@@ -98,7 +210,33 @@ mod tests {
         for c in Contender::ALL {
             assert_eq!(Contender::from_name(c.name()), Some(c));
             assert!(c.binary().starts_with("bench-"));
+            assert!(!c.configuration().is_empty());
         }
-        assert_eq!(Contender::from_name("tcmalloc"), None);
+        assert_eq!(Contender::from_name("hoard"), None);
+    }
+
+    #[test]
+    fn optional_contenders_say_how_to_enable_them() {
+        let tcmalloc = Contender::Tcmalloc;
+        assert_eq!(tcmalloc.is_built(), cfg!(feature = "tcmalloc"));
+        assert!(tcmalloc.how_to_enable().contains("--features tcmalloc"));
+        for c in Contender::ALL {
+            assert_eq!(c.feature().is_none(), c != Contender::Tcmalloc);
+            assert!(c.feature().is_some() || c.is_built());
+        }
+    }
+
+    #[test]
+    fn configurations_quote_the_compiled_in_settings() {
+        let conf = |c: &CStr| c.to_str().unwrap().to_owned();
+        assert!(Contender::JemallocTuned
+            .configuration()
+            .contains(&conf(JEMALLOC_TUNED_CONF)));
+        assert!(Contender::JemallocBg500
+            .configuration()
+            .contains(&conf(JEMALLOC_BG500_CONF)));
+        assert!(Contender::GlibcTrim64k
+            .configuration()
+            .contains(&GLIBC_TRIM_THRESHOLD.to_string()));
     }
 }

@@ -3,24 +3,27 @@
 //! same workload code.
 
 mod arena;
-mod stream;
 
 use crate::Contender;
 
-/// The parallel executor of one child: `threads` workers, and an ordered, bounded
-/// streaming map with a window of `2 × threads`.
+/// The parallel executor of one child: `threads` workers, an ordered, bounded
+/// streaming map with a window of `2 × threads`, and fresh threads for the workloads
+/// that create and destroy their own.
 #[derive(Debug)]
 pub struct Executor {
     inner: Inner,
+    /// The streaming map of every contender: the same implementation for all, so that
+    /// S2's time differs by the allocator only.
+    streams: arena::Pool,
     threads: usize,
 }
 
 #[derive(Debug)]
 enum Inner {
-    /// Plain rayon: what a program using glibc, jemalloc or mimalloc would write.
+    /// Plain rayon: what a program using another allocator would write.
     Rayon(rayon::ThreadPool),
-    /// Every parallel phase a job of its own arena.
-    Arena(arena::Pool),
+    /// Every parallel phase a job of its own arena (the pool is `streams`).
+    Arena,
 }
 
 impl Executor {
@@ -28,18 +31,24 @@ impl Executor {
     ///
     /// # Errors
     ///
-    /// The pool could not be built (the message says why).
+    /// A pool could not be built (the message says why).
     pub fn new(contender: Contender, threads: usize) -> Result<Executor, String> {
-        let inner = match contender {
-            Contender::Arenapool => Inner::Arena(arena::Pool::new(threads, window(threads))?),
-            _ => Inner::Rayon(
+        let streams = arena::Pool::new(threads, window(threads))?;
+        let inner = if contender.uses_arenas() {
+            Inner::Arena
+        } else {
+            Inner::Rayon(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .build()
                     .map_err(|e| format!("cannot build the rayon pool: {e}"))?,
-            ),
+            )
         };
-        Ok(Executor { inner, threads })
+        Ok(Executor {
+            inner,
+            streams,
+            threads,
+        })
     }
 
     /// Worker threads.
@@ -52,12 +61,16 @@ impl Executor {
     pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.inner {
             Inner::Rayon(pool) => pool.install(f),
-            Inner::Arena(pool) => pool.run(f),
+            Inner::Arena => self.streams.run(f),
         }
     }
 
-    /// Maps `f` over `inputs` on the pool's workers and yields the results in input
-    /// order, with at most `2 × threads` results computed but not yet consumed.
+    /// Maps `f` over `inputs` on `threads` workers and yields the results in input
+    /// order, with at most `2 × threads` results in memory at once.
+    ///
+    /// Every contender uses `ArenaPool::map_stream`: under `ArenaAlloc` the stream runs
+    /// in an arena of its own, purged at its end; under any other global allocator no
+    /// arena can be had, and the same code runs as a plain ordered, bounded stream.
     pub fn map_stream<T, R, F>(
         &self,
         inputs: impl IntoIterator<Item = T> + 'static,
@@ -68,15 +81,33 @@ impl Executor {
         R: Send + 'static,
         F: Fn(T) -> R + Send + Sync + 'static,
     {
-        match &self.inner {
-            Inner::Rayon(pool) => Box::new(stream::Stream::new(
-                pool,
-                inputs.into_iter(),
-                f,
-                window(self.threads),
-            )),
-            Inner::Arena(pool) => pool.map_stream(inputs, f),
-        }
+        self.streams.map_stream(inputs, f)
+    }
+
+    /// Starts `count` new OS threads, runs `f(i)` on thread `i`, waits for them all to
+    /// exit, and returns their results in order: for workloads about threads that come
+    /// and go. Under arenapool each thread's body runs inside `with_arena`, as a
+    /// program using arenapool would write it for threads that are not the pool's.
+    pub fn spawn_threads<R: Send>(&self, count: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+        let arenas = matches!(self.inner, Inner::Arena);
+        let f = &f;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..count)
+                .map(|i| {
+                    s.spawn(move || {
+                        if arenas {
+                            arenapool_alloc::with_arena(|| f(i))
+                        } else {
+                            f(i)
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
     }
 }
 

@@ -1,6 +1,7 @@
-//! The allocator benchmark suite: glibc, jemalloc, jemalloc tuned for returning memory,
-//! mimalloc and arenapool run the same workloads side by side, and what is measured is
-//! not only time and peak RSS but the RSS left *after* each phase.
+//! The allocator benchmark suite: glibc, jemalloc, mimalloc (each as it comes and with
+//! the settings users apply to get memory back), rpmalloc, snmalloc, TCMalloc and
+//! arenapool run the same workloads side by side, and what is measured is not only time
+//! and peak RSS but the RSS left *after* each phase.
 //!
 //! Run it with `cargo run --release -p arenapool-bench` (see `docs/benchmarks.md`).
 //!
@@ -23,15 +24,21 @@ mod rng;
 mod runner;
 mod sampler;
 mod stats;
+mod summary;
 mod table;
+mod tuning;
 mod workloads;
 
 pub use self::child::child_main;
-pub use self::contender::{Contender, JEMALLOC_TUNED_CONF};
+pub use self::contender::{
+    Contender, GLIBC_TRIM_THRESHOLD, JEMALLOC_BG500_CONF, JEMALLOC_TUNED_CONF,
+};
 pub use self::executor::Executor;
-pub use self::options::{Options, Scale};
+pub use self::options::{Command, Options, Scale};
 pub use self::phase::{Marker, Message};
 pub use self::results::{Results, Run, RunStatus, Summary};
 pub use self::runner::run_suite;
 pub use self::sampler::{Sample, Sampler};
+pub use self::stats::Spread;
+pub use self::summary::Overall;
 pub use self::workloads::Workload;

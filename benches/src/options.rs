@@ -11,11 +11,11 @@ use crate::{Contender, Workload};
 pub enum Scale {
     /// Seconds in all: for the suite's own tests.
     Tiny,
-    /// `--quick`: at most two minutes.
+    /// `--quick`: at most 90 seconds on a 2-core machine.
     Quick,
     /// The default: at most six minutes on a 2-core machine.
     Default,
-    /// `--full`: larger sizes (S1 with 8,000 tasks, twice the default).
+    /// `--full`: larger sizes (S1 with 8,000 tasks, the S3 loop with 100,000 jobs).
     Full,
 }
 
@@ -41,7 +41,8 @@ impl Scale {
     pub fn default_reps(self) -> usize {
         match self {
             Scale::Tiny | Scale::Quick => 1,
-            Scale::Default | Scale::Full => 5,
+            Scale::Default => 3,
+            Scale::Full => 5,
         }
     }
 
@@ -56,7 +57,18 @@ impl Scale {
     }
 }
 
-/// What the runner is asked to do.
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Run the suite.
+    Run(Options),
+    /// Print the help text.
+    Help,
+    /// List the workloads and contenders.
+    List,
+}
+
+/// What a suite run is asked to do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// Workload sizes.
@@ -67,8 +79,8 @@ pub struct Options {
     pub workloads: Vec<Workload>,
     /// Contenders to run, in order.
     pub contenders: Vec<Contender>,
-    /// Threads in the parallel phases.
-    pub threads: usize,
+    /// Thread counts of the parallel phases: every workload runs at each (a sweep).
+    pub threads: Vec<usize>,
     /// Where `results.json` and `charts/` go; `None`: `<target dir>/arenapool-bench`.
     pub out: Option<PathBuf>,
     /// A child still running after this long is killed and reported as timed out.
@@ -84,7 +96,7 @@ impl Default for Options {
             reps: Scale::Default.default_reps(),
             workloads: Workload::ALL.to_vec(),
             contenders: Contender::ALL.to_vec(),
-            threads: 2,
+            threads: vec![2],
             out: None,
             timeout: Duration::from_secs(120),
             bin_dir: None,
@@ -101,29 +113,28 @@ Runs every workload under every contender allocator in child processes and repor
 time, peak RSS and RSS after each phase.
 
 options:
-  --quick               smaller workloads, one repetition (well under 2 minutes)
+  --quick               smaller workloads, one repetition (about 90 s)
   --full                larger sizes (S1 with 8,000 tasks), 5 repetitions
   --tiny                minimal sizes (for the suite's own tests)
-  --reps N              repetitions per contender and workload
+  --reps N              repetitions per contender and workload (default 3)
   --only W[,W...]       run only these workloads (repeatable)
-  --contenders C[,C...] run only these contenders (glibc, jemalloc, jemalloc-tuned,
-                        mimalloc, arenapool)
-  --threads N           threads in parallel phases (default 2)
+  --contenders C[,C...] run only these contenders (see --list)
+  --threads N[,N...]    threads in parallel phases (default 2); several numbers run
+                        every workload at each and chart time against threads
   --out DIR             where results.json and charts/ go
                         (default: <target dir>/arenapool-bench)
   --bin-dir DIR         where the bench-<contender> binaries are (default: next to
                         this binary)
   --timeout SECS        kill a child after this long (default 120)
-  --list                list the workloads and exit
+  --list                list the workloads and contenders, and exit
   -h, --help            this text";
 
-    /// Parses the runner's arguments (without the program name). `Ok(None)`: help was
-    /// asked for.
+    /// Parses the runner's arguments (without the program name).
     ///
     /// # Errors
     ///
     /// An unknown option, workload or contender, or a missing or malformed value.
-    pub fn parse(args: &[String]) -> Result<Option<Options>, String> {
+    pub fn parse(args: &[String]) -> Result<Command, String> {
         let mut o = Options::default();
         let mut reps = None;
         let mut only: Vec<Workload> = Vec::new();
@@ -135,18 +146,25 @@ options:
                     .ok_or_else(|| format!("{name} needs a value"))
             };
             match arg.as_str() {
-                "-h" | "--help" => return Ok(None),
-                "--list" => {
-                    for w in Workload::ALL {
-                        println!("{:<14} {}", w.name(), w.description());
-                    }
-                    std::process::exit(0);
-                }
+                "-h" | "--help" => return Ok(Command::Help),
+                "--list" => return Ok(Command::List),
                 "--quick" => o.scale = Scale::Quick,
                 "--full" => o.scale = Scale::Full,
                 "--tiny" => o.scale = Scale::Tiny,
                 "--reps" => reps = Some(parse_count(&value("--reps")?, "--reps")?),
-                "--threads" => o.threads = parse_count(&value("--threads")?, "--threads")?,
+                "--threads" => {
+                    let mut list = Vec::new();
+                    for n in value("--threads")?.split(',').filter(|s| !s.is_empty()) {
+                        let n = parse_count(n, "--threads")?;
+                        if !list.contains(&n) {
+                            list.push(n);
+                        }
+                    }
+                    if list.is_empty() {
+                        return Err("--threads needs at least one number".to_owned());
+                    }
+                    o.threads = list;
+                }
                 "--timeout" => {
                     let secs = parse_count(&value("--timeout")?, "--timeout")?;
                     o.timeout = Duration::from_secs(secs as u64);
@@ -183,7 +201,22 @@ options:
         if !only.is_empty() {
             o.workloads = only;
         }
-        Ok(Some(o))
+        Ok(Command::Run(o))
+    }
+
+    /// The text `--list` prints: every workload with what it stands for, and every
+    /// contender with its configuration.
+    pub fn list() -> String {
+        let mut out = String::from("workloads:\n");
+        for w in Workload::ALL {
+            out += &format!("  {:<16} {}\n", w.name(), w.description());
+        }
+        out += "contenders:\n";
+        for c in Contender::ALL {
+            let built = if c.is_built() { "" } else { " [not built]" };
+            out += &format!("  {:<16} {}{built}\n", c.name(), c.configuration());
+        }
+        out
     }
 }
 
@@ -198,22 +231,31 @@ fn parse_count(s: &str, name: &str) -> Result<usize, String> {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Option<Options>, String> {
+    fn parse(args: &[&str]) -> Result<Command, String> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         Options::parse(&args)
     }
 
+    fn run(args: &[&str]) -> Options {
+        match parse(args) {
+            Ok(Command::Run(o)) => o,
+            other => panic!("{args:?} parsed as {other:?}"),
+        }
+    }
+
     #[test]
     fn defaults() {
-        let o = parse(&[]).unwrap().unwrap();
+        let o = run(&[]);
         assert_eq!(o, Options::default());
-        assert_eq!(o.reps, 5);
-        assert_eq!(o.contenders.len(), 5);
+        assert_eq!(o.reps, 3);
+        assert_eq!(o.threads, vec![2]);
+        assert_eq!(o.contenders, Contender::ALL.to_vec());
+        assert_eq!(o.workloads, Workload::ALL.to_vec());
     }
 
     #[test]
     fn selections_and_scales() {
-        let o = parse(&[
+        let o = run(&[
             "--quick",
             "--only",
             "s1-phase,s3-loop",
@@ -223,25 +265,43 @@ mod tests {
             "glibc,arenapool",
             "--out",
             "x",
-        ])
-        .unwrap()
-        .unwrap();
+        ]);
         assert_eq!(o.scale, Scale::Quick);
         assert_eq!(o.reps, 1);
         assert_eq!(o.workloads, vec![Workload::S1Phase, Workload::S3Loop]);
         assert_eq!(o.contenders, vec![Contender::Glibc, Contender::Arenapool]);
         assert_eq!(o.out, Some(PathBuf::from("x")));
-        let o = parse(&["--full", "--reps", "2"]).unwrap().unwrap();
+        let o = run(&["--full", "--reps", "2"]);
         assert_eq!((o.scale, o.reps), (Scale::Full, 2));
+        let o = run(&["--threads", "1,2,4,8", "--threads", "8,2"]);
+        assert_eq!(o.threads, vec![8, 2]);
+        let o = run(&["--threads", "1,2,2,4"]);
+        assert_eq!(o.threads, vec![1, 2, 4]);
     }
 
     #[test]
     fn errors() {
         assert!(parse(&["--only", "nope"]).unwrap_err().contains("nope"));
-        assert!(parse(&["--contenders", "tcmalloc"]).is_err());
+        assert!(parse(&["--contenders", "hoard"]).is_err());
+        assert!(parse(&["--threads", "2,0"]).is_err());
+        assert!(parse(&["--threads", ","]).is_err());
         assert!(parse(&["--reps", "0"]).is_err());
         assert!(parse(&["--reps"]).unwrap_err().contains("needs a value"));
         assert!(parse(&["--frobnicate"]).is_err());
-        assert_eq!(parse(&["--help"]).unwrap(), None);
+        assert_eq!(parse(&["--help"]), Ok(Command::Help));
+    }
+
+    /// `--list` is a command like `--help`: parsing it returns, it does not exit the
+    /// process (which would end this test binary early).
+    #[test]
+    fn list_is_returned_not_acted_on() {
+        assert_eq!(parse(&["--quick", "--list"]), Ok(Command::List));
+        let list = Options::list();
+        for w in Workload::ALL {
+            assert!(list.contains(w.name()) && list.contains(w.description()));
+        }
+        for c in Contender::ALL {
+            assert!(list.contains(c.configuration()), "{c}");
+        }
     }
 }

@@ -31,21 +31,17 @@ pub fn run_suite(options: &Options) -> Result<(), String> {
             dir
         }
     };
-    let binaries: Vec<(Contender, PathBuf)> = options
+    // A contender whose binary is missing is reported as not available, never dropped.
+    let binaries: Vec<(Contender, Option<PathBuf>)> = options
         .contenders
         .iter()
-        .map(|&c| (c, bin_dir.join(c.binary())))
+        .map(|&c| (c, Some(bin_dir.join(c.binary())).filter(|p| p.is_file())))
         .collect();
-    let missing: Vec<String> = binaries
-        .iter()
-        .filter(|(_, path)| !path.is_file())
-        .map(|(_, path)| path.display().to_string())
-        .collect();
-    if !missing.is_empty() {
+    if binaries.iter().all(|(_, path)| path.is_none()) {
         return Err(format!(
-            "contender binaries not found: {} (build them with `cargo build --release -p \
+            "no contender binary found in {} (build them with `cargo build --release -p \
              arenapool-bench`, or pass --bin-dir)",
-            missing.join(", ")
+            bin_dir.display()
         ));
     }
     let out = match &options.out {
@@ -56,51 +52,73 @@ pub fn run_suite(options: &Options) -> Result<(), String> {
     std::fs::create_dir_all(&charts_dir)
         .map_err(|e| format!("cannot create {}: {e}", charts_dir.display()))?;
 
+    let available = binaries.iter().filter(|(_, p)| p.is_some()).count();
     println!(
-        "arenapool-bench: {} workloads x {} contenders x {} repetitions, scale {}, {} threads",
+        "arenapool-bench: {} workloads x {} contenders x {} repetitions x threads {:?}, \
+         scale {}",
         options.workloads.len(),
-        options.contenders.len(),
+        available,
         options.reps,
+        options.threads,
         options.scale.name(),
-        options.threads
     );
+    for (contender, path) in &binaries {
+        if path.is_none() {
+            println!("  {contender}: {}", contender.how_to_enable());
+        }
+    }
     let started = Instant::now();
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let total = (options.reps * options.workloads.len() * options.contenders.len()) as u64;
+    let cells = options.workloads.len() * options.threads.len();
+    let total = (options.reps * cells * available) as u64;
     let bar = ProgressBar::new(total).with_style(
         ProgressStyle::with_template("{bar:32} {pos}/{len} [{elapsed_precise} / ~{eta}] {msg}")
             .map_err(|e| e.to_string())?,
     );
     let mut runs = Vec::new();
+    for (contender, path) in &binaries {
+        if path.is_none() {
+            for &workload in &options.workloads {
+                for &threads in &options.threads {
+                    let how = contender.how_to_enable();
+                    let status = RunStatus::NotAvailable { how };
+                    runs.push(Run::new(*contender, workload, threads, 0, status));
+                }
+            }
+        }
+    }
     for rep in 0..options.reps {
         for &workload in &options.workloads {
-            for (contender, binary) in &binaries {
-                bar.set_message(format!(
-                    "rep {}/{}: {workload} / {contender}",
-                    rep + 1,
-                    options.reps
-                ));
-                let run = run_child(
-                    binary,
-                    *contender,
-                    workload,
-                    options.scale,
-                    options.threads,
-                    rep,
-                    options.timeout,
-                );
-                if !run.status.is_ok() {
-                    bar.println(format!(
-                        "{workload} / {contender} (rep {}): {}{}",
+            for &threads in &options.threads {
+                for (contender, binary) in &binaries {
+                    let Some(binary) = binary else { continue };
+                    bar.set_message(format!(
+                        "rep {}/{}: {workload} x{threads} / {contender}",
                         rep + 1,
-                        run.status.describe(),
-                        last_line(&run.stderr)
+                        options.reps
                     ));
+                    let child = Child {
+                        binary,
+                        contender: *contender,
+                        workload,
+                        scale: options.scale,
+                        threads,
+                        rep,
+                    };
+                    let run = child.run(options.timeout);
+                    if !run.status.is_ok() {
+                        bar.println(format!(
+                            "{workload} x{threads} / {contender} (rep {}): {}{}",
+                            rep + 1,
+                            run.status.describe(),
+                            last_line(&run.stderr)
+                        ));
+                    }
+                    runs.push(run);
+                    bar.inc(1);
                 }
-                runs.push(run);
-                bar.inc(1);
             }
         }
     }
@@ -146,8 +164,18 @@ fn build_contenders(bin_dir: &Path) -> Result<(), String> {
     } else {
         profile_dir.to_os_string()
     };
-    let status = Command::new(cargo)
-        .arg("build")
+    let mut build = Command::new(cargo);
+    build.arg("build");
+    // The optional contenders this runner was built with.
+    let features: Vec<&str> = Contender::ALL
+        .into_iter()
+        .filter(|c| c.is_built())
+        .filter_map(Contender::feature)
+        .collect();
+    if !features.is_empty() {
+        build.arg("--features").arg(features.join(","));
+    }
+    let status = build
         .arg("--manifest-path")
         .arg(Path::new(&manifest).join("Cargo.toml"))
         .arg("--profile")
@@ -194,131 +222,125 @@ fn default_out_dir() -> Result<PathBuf, String> {
     Ok(target.join("arenapool-bench"))
 }
 
-/// Runs one child to its end and records what it did.
-fn run_child(
-    binary: &Path,
+/// One child process to run: a contender binary on one workload.
+#[derive(Debug)]
+struct Child<'a> {
+    binary: &'a Path,
     contender: Contender,
     workload: Workload,
     scale: Scale,
     threads: usize,
     rep: usize,
-    timeout: Duration,
-) -> Run {
-    let mut run = Run {
-        contender,
-        workload,
-        rep,
-        status: RunStatus::Ok,
-        wall_s: 0.0,
-        user_s: 0.0,
-        sys_s: 0.0,
-        peak_rss: 0,
-        phases: Vec::new(),
-        checksum: None,
-        stderr: String::new(),
-        timeline: Vec::new(),
-    };
-    let started = Instant::now();
-    let spawned = Command::new(binary)
-        .args([workload.name(), scale.name(), &threads.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => {
-            run.status = RunStatus::Failed {
-                message: format!("cannot start {}: {e}", binary.display()),
-            };
-            return run;
-        }
-    };
-    let pid = child.id();
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let messages = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|line| Some((started.elapsed(), Message::parse(&line)?)))
-            .collect::<Vec<_>>()
-    });
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = BufReader::new(stderr).read_to_string(&mut text);
-        text
-    });
+}
 
-    let mut sampler = Sampler::starting_at(pid, SAMPLE_INTERVAL, started);
-    let mut timed_out = false;
-    let (status, usage) = loop {
-        let next = sampler.tick();
-        match reap(pid) {
-            Ok(Some(done)) => break done,
-            Ok(None) => {}
+impl Child<'_> {
+    /// Runs the child to its end and records what it did.
+    fn run(&self, timeout: Duration) -> Run {
+        let (binary, workload, threads) = (self.binary, self.workload, self.threads);
+        let mut run = Run::new(self.contender, workload, threads, self.rep, RunStatus::Ok);
+        let scale = self.scale;
+        let started = Instant::now();
+        let spawned = Command::new(binary)
+            .args([workload.name(), scale.name(), &threads.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
             Err(e) => {
                 run.status = RunStatus::Failed {
-                    message: format!("cannot wait for the child: {e}"),
+                    message: format!("cannot start {}: {e}", binary.display()),
                 };
-                let _ = child.kill();
-                let _ = child.wait();
                 return run;
             }
+        };
+        let pid = child.id();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let messages = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|line| Some((started.elapsed(), Message::parse(&line)?)))
+                .collect::<Vec<_>>()
+        });
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(stderr).read_to_string(&mut text);
+            text
+        });
+
+        let mut sampler = Sampler::starting_at(pid, SAMPLE_INTERVAL, started);
+        let mut timed_out = false;
+        let (status, usage) = loop {
+            let next = sampler.tick();
+            match reap(pid) {
+                Ok(Some(done)) => break done,
+                Ok(None) => {}
+                Err(e) => {
+                    run.status = RunStatus::Failed {
+                        message: format!("cannot wait for the child: {e}"),
+                    };
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return run;
+                }
+            }
+            if !timed_out && started.elapsed() > timeout {
+                // The child has not been reaped (reap returned None), so `pid` is still
+                // ours to signal.
+                let _ = child.kill();
+                timed_out = true;
+            }
+            std::thread::sleep(next.clamp(Duration::from_millis(1), SAMPLE_INTERVAL));
+        };
+        run.wall_s = started.elapsed().as_secs_f64();
+        run.timeline = sampler.into_samples();
+        run.user_s = seconds(usage.ru_utime);
+        run.sys_s = seconds(usage.ru_stime);
+        run.peak_rss = usize::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
+        for (at, message) in messages.join().unwrap_or_default() {
+            match message {
+                Message::Phase(m) => run.phases.push(PhaseRecord {
+                    name: m.name,
+                    rss: m.rss,
+                    elapsed_s: m.elapsed.as_secs_f64(),
+                    at_ms: at.as_millis() as u64,
+                }),
+                Message::Check(sum) => run.checksum = Some(format!("{sum:016x}")),
+            }
         }
-        if !timed_out && started.elapsed() > timeout {
-            // The child has not been reaped (reap returned None), so `pid` is still
-            // ours to signal.
-            let _ = child.kill();
-            timed_out = true;
-        }
-        std::thread::sleep(next.clamp(Duration::from_millis(1), SAMPLE_INTERVAL));
-    };
-    run.wall_s = started.elapsed().as_secs_f64();
-    run.timeline = sampler.into_samples();
-    run.user_s = seconds(usage.ru_utime);
-    run.sys_s = seconds(usage.ru_stime);
-    run.peak_rss = usize::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
-    for (at, message) in messages.join().unwrap_or_default() {
-        match message {
-            Message::Phase(m) => run.phases.push(PhaseRecord {
-                name: m.name,
-                rss: m.rss,
-                elapsed_s: m.elapsed.as_secs_f64(),
-                at_ms: at.as_millis() as u64,
-            }),
-            Message::Check(sum) => run.checksum = Some(format!("{sum:016x}")),
-        }
+        run.stderr = tail(&errors.join().unwrap_or_default(), 2000);
+        let out_of_memory =
+            run.stderr.contains("memory allocation of") || run.stderr.contains("out of memory");
+        run.status = if timed_out {
+            RunStatus::Timeout {
+                seconds: timeout.as_secs(),
+            }
+        } else if libc::WIFSIGNALED(status) {
+            RunStatus::Signal {
+                signal: libc::WTERMSIG(status),
+                out_of_memory,
+            }
+        } else if libc::WEXITSTATUS(status) != 0 {
+            RunStatus::Exit {
+                code: libc::WEXITSTATUS(status),
+                out_of_memory,
+            }
+        } else if run.phases.len() < 2 || run.phases[0].name != "start" {
+            RunStatus::Failed {
+                message: "no phase markers".to_owned(),
+            }
+        } else if run.checksum.is_none() {
+            RunStatus::Failed {
+                message: "no checksum".to_owned(),
+            }
+        } else {
+            RunStatus::Ok
+        };
+        run
     }
-    run.stderr = tail(&errors.join().unwrap_or_default(), 2000);
-    let out_of_memory =
-        run.stderr.contains("memory allocation of") || run.stderr.contains("out of memory");
-    run.status = if timed_out {
-        RunStatus::Timeout {
-            seconds: timeout.as_secs(),
-        }
-    } else if libc::WIFSIGNALED(status) {
-        RunStatus::Signal {
-            signal: libc::WTERMSIG(status),
-            out_of_memory,
-        }
-    } else if libc::WEXITSTATUS(status) != 0 {
-        RunStatus::Exit {
-            code: libc::WEXITSTATUS(status),
-            out_of_memory,
-        }
-    } else if run.phases.len() < 2 || run.phases[0].name != "start" {
-        RunStatus::Failed {
-            message: "no phase markers".to_owned(),
-        }
-    } else if run.checksum.is_none() {
-        RunStatus::Failed {
-            message: "no checksum".to_owned(),
-        }
-    } else {
-        RunStatus::Ok
-    };
-    run
 }
 
 /// Reaps child `pid` if it has exited: its wait status and resource usage.

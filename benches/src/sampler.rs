@@ -50,6 +50,13 @@ impl Sampler {
     /// A process that has exited (or whose `/proc` entry cannot be read) adds nothing.
     pub fn tick(&mut self) -> Duration {
         let now = self.started.elapsed();
+        self.tick_at(now)
+            .saturating_sub(self.started.elapsed().saturating_sub(now))
+    }
+
+    /// [`tick`](Sampler::tick) at time `now` since the start: takes a sample if one is
+    /// due by then, and returns the time from `now` until the next one is.
+    fn tick_at(&mut self, now: Duration) -> Duration {
         if now >= self.next {
             if let Some(rss) = read_statm(&self.path, self.page) {
                 self.samples.push(Sample {
@@ -62,7 +69,7 @@ impl Sampler {
                 self.next += self.interval;
             }
         }
-        self.next.saturating_sub(self.started.elapsed())
+        self.next.saturating_sub(now)
     }
 
     /// The samples so far.
@@ -123,48 +130,62 @@ mod tests {
         assert_eq!(parse_statm("a b c", 4096), None);
     }
 
+    /// Samples are taken on the interval's grid, at most one per slot, missed slots
+    /// skipped rather than caught up; the clock is given, so nothing depends on how
+    /// fast this machine runs the test.
     #[test]
-    fn samples_a_child_at_the_interval_and_stops_when_it_exits() {
-        // A child that grows to >= 64 MiB resident, holds it, then exits.
+    fn samples_on_the_interval_grid() {
+        let ms = Duration::from_millis;
+        let mut sampler = Sampler::new(std::process::id(), ms(10));
+        let waits: Vec<Duration> = [0, 3, 9, 10, 25, 26, 61]
+            .into_iter()
+            .map(|t| sampler.tick_at(ms(t)))
+            .collect();
+        assert_eq!(waits, [10, 7, 1, 10, 5, 4, 9].map(ms));
+        let at: Vec<u64> = sampler.samples().iter().map(|s| s.ms).collect();
+        assert_eq!(at, [0, 10, 25, 61]);
+        assert!(sampler.samples().iter().all(|s| s.rss > 0));
+    }
+
+    /// A child's RSS is read while it lives (the reading sees memory the child is known
+    /// to hold), and nothing is added once it has exited. The child and the test take
+    /// turns through its stdin and stdout, so no timing is involved.
+    #[test]
+    fn samples_a_child_while_it_lives_and_stops_when_it_exits() {
+        use std::io::{BufRead, BufReader, Write};
+        // Holds a 64 MiB string, says so, and exits when its stdin closes.
         let mut child = Command::new("sh")
             .args([
                 "-c",
-                "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 0.3",
+                "x=$(head -c 67108864 /dev/zero | tr '\\0' a); echo ready; read -r line; \
+                 echo ${#x}",
             ])
-            .stdout(Stdio::null())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .spawn()
             .expect("sh runs");
-        let pid = child.id();
-        let mut sampler = Sampler::new(pid, Duration::from_millis(10));
-        let started = Instant::now();
-        loop {
-            let wait = sampler.tick();
-            if child.try_wait().expect("wait works").is_some() {
-                break;
-            }
-            assert!(wait <= Duration::from_millis(10));
-            std::thread::sleep(wait.max(Duration::from_millis(1)));
-        }
-        let elapsed = started.elapsed();
-        // After the child is reaped its statm is gone: no sample is added.
-        let before = sampler.samples().len();
-        std::thread::sleep(Duration::from_millis(15));
-        sampler.tick();
-        assert_eq!(sampler.samples().len(), before);
+        let mut sampler = Sampler::new(child.id(), Duration::from_millis(10));
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        sampler.tick_at(Duration::from_secs(1));
+        let held = sampler
+            .samples()
+            .last()
+            .expect("a sample of the live child")
+            .rss;
+        assert!(held >= 64 << 20, "sampled RSS {held} while 64 MiB are held");
 
-        let samples = sampler.into_samples();
-        let expected = elapsed.as_millis() as usize / 10;
-        assert!(
-            samples.len() >= expected / 2 && samples.len() <= expected + 2,
-            "{} samples in {elapsed:?}",
-            samples.len()
-        );
-        // At most one sample per 10 ms slot, in order.
-        assert!(samples.windows(2).all(|w| w[1].ms / 10 > w[0].ms / 10));
-        // The shell holds the 64 MiB string while it sleeps.
-        let peak = samples.iter().map(|s| s.rss).max().unwrap();
-        assert!(peak >= 64 << 20, "peak sampled RSS {peak}");
-        assert!(samples[0].rss < 64 << 20, "first sample {}", samples[0].rss);
+        writeln!(child.stdin.take().unwrap(), "go").unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "67108864");
+        assert!(child.wait().unwrap().success());
+        // Reaped: its statm is gone, so a due tick adds nothing.
+        let before = sampler.samples().len();
+        sampler.tick_at(Duration::from_secs(2));
+        assert_eq!(sampler.samples().len(), before);
     }
 
     #[test]

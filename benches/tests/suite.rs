@@ -5,13 +5,27 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const CONTENDERS: [&str; 5] = [
+const CONTENDERS: [&str; 12] = [
     "glibc",
+    "glibc-trim",
+    "glibc-trim64k",
     "jemalloc",
     "jemalloc-tuned",
+    "jemalloc-bg500",
     "mimalloc",
+    "mimalloc-purge0",
+    "rpmalloc",
+    "snmalloc",
+    "tcmalloc",
     "arenapool",
 ];
+
+/// The contenders this build has; the others are optional features.
+fn built(name: &str) -> bool {
+    name != "tcmalloc" || cfg!(feature = "tcmalloc")
+}
+
+const WORKLOADS: usize = 17;
 
 fn out_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
@@ -43,7 +57,27 @@ fn results(out: &Path) -> Value {
 }
 
 fn mib(v: &Value) -> f64 {
-    v.as_u64().expect("a byte count") as f64 / (1 << 20) as f64
+    v.as_f64().expect("a byte count") / (1 << 20) as f64
+}
+
+/// Checks one summary of a contender that ran (or, not built, was reported).
+fn check_summary(s: &Value) {
+    let name = s["contender"].as_str().unwrap();
+    if built(name) {
+        assert_eq!(s["status"], "ok", "{s}");
+        assert_eq!(s["checksum_agrees"], true, "{s}");
+        for figure in ["time_s", "peak_rss", "rss_after", "time_ratio"] {
+            let f = &s[figure];
+            let (lo, med, hi) = (f["min"].as_f64(), f["median"].as_f64(), f["max"].as_f64());
+            assert!(lo <= med && med <= hi && lo.is_some(), "{figure}: {s}");
+        }
+    } else {
+        assert_eq!(s["ok_runs"], 0, "{s}");
+        assert_eq!(s["available"], false, "{s}");
+        let status = s["status"].as_str().unwrap();
+        assert!(status.starts_with("not available"), "{s}");
+        assert!(status.contains("--features"), "{s}");
+    }
 }
 
 /// The `--quick` scale, as a user runs it, on one workload that is small at that scale.
@@ -58,9 +92,13 @@ fn quick_run_of_one_workload_per_contender() {
     for (s, name) in summaries.iter().zip(CONTENDERS) {
         assert_eq!(s["workload"], "large-blocks");
         assert_eq!(s["contender"], name);
-        assert_eq!(s["status"], "ok", "{s}");
-        assert_eq!(s["checksum_agrees"], true);
-        assert!(mib(&s["peak_rss"]) > mib(&s["rss_start"]), "{s}");
+        check_summary(s);
+        if built(name) {
+            assert!(
+                mib(&s["peak_rss"]["median"]) > mib(&s["rss_start"]["median"]),
+                "{s}"
+            );
+        }
     }
     let chart = std::fs::read_to_string(out.join("charts/rss-large-blocks.svg")).unwrap();
     assert!(chart.starts_with("<svg") && chart.contains("arenapool"));
@@ -74,6 +112,7 @@ fn tiny_run_of_one_workload_writes_results_table_and_charts() {
     for c in CONTENDERS {
         assert!(stdout.contains(c), "table lacks {c}:\n{stdout}");
     }
+    assert!(stdout.contains("Across every workload"), "{stdout}");
 
     let r = results(&out);
     assert_eq!(r["scale"], "tiny");
@@ -82,11 +121,13 @@ fn tiny_run_of_one_workload_writes_results_table_and_charts() {
     for (s, name) in summaries.iter().zip(CONTENDERS) {
         assert_eq!(s["workload"], "s1-phase");
         assert_eq!(s["contender"], name);
-        assert_eq!(s["status"], "ok", "{s}");
-        assert_eq!(s["checksum_agrees"], true);
+        check_summary(s);
+        if !built(name) {
+            continue;
+        }
         assert_eq!(s["after_phase"], "dropped");
-        assert!(s["time_s"].as_f64().unwrap() > 0.0);
-        assert!(mib(&s["peak_rss"]) >= mib(&s["rss_start"]));
+        assert!(s["time_s"]["median"].as_f64().unwrap() > 0.0);
+        assert!(mib(&s["peak_rss"]["median"]) >= mib(&s["rss_start"]["median"]));
         let phases: Vec<&str> = s["phases"]
             .as_array()
             .unwrap()
@@ -95,23 +136,42 @@ fn tiny_run_of_one_workload_writes_results_table_and_charts() {
             .collect();
         assert_eq!(phases, ["start", "run", "dropped"]);
     }
-    assert_eq!(summaries[1]["ratio_to_jemalloc"], 1.0);
-    let arenapool = &summaries[4];
+    assert_eq!(r["reference"], "jemalloc");
+    assert_eq!(summaries[3]["time_ratio"]["median"], 1.0);
+    let arenapool = &summaries[11];
     assert!(
-        mib(&arenapool["rss_after"]) <= mib(&arenapool["rss_start"]) + 16.0,
+        mib(&arenapool["rss_after"]["median"]) <= mib(&arenapool["rss_start"]["median"]) + 16.0,
         "{arenapool}"
     );
+    let contenders = r["contenders"].as_array().unwrap();
+    assert_eq!(contenders.len(), CONTENDERS.len());
+    for (c, name) in contenders.iter().zip(CONTENDERS) {
+        assert_eq!(c["name"], name);
+        assert!(!c["configuration"].as_str().unwrap().is_empty());
+        assert_eq!(c["available"], built(name));
+    }
+    assert!(
+        stdout.contains("dirty_decay_ms:500"),
+        "configurations printed"
+    );
+    let overall = r["overall"].as_array().unwrap();
+    assert_eq!(overall.len(), CONTENDERS.len());
+    assert_eq!(overall[3]["time_ratio"], 1.0);
+    assert_eq!(overall[3]["rss_after_ratio"], 1.0);
 
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), CONTENDERS.len());
-    for run in runs {
+    for run in runs
+        .iter()
+        .filter(|r| built(r["contender"].as_str().unwrap()))
+    {
         assert!(!run["timeline"].as_array().unwrap().is_empty(), "{run}");
         assert!(run["user_s"].as_f64().unwrap() + run["sys_s"].as_f64().unwrap() > 0.0);
     }
 
     let chart = std::fs::read_to_string(out.join("charts/rss-s1-phase.svg")).unwrap();
     assert!(chart.starts_with("<svg"));
-    for c in CONTENDERS {
+    for c in CONTENDERS.into_iter().filter(|c| built(c)) {
         assert!(
             chart.contains(&format!(">\n{c}\n<")),
             "chart legend lacks {c}"
@@ -119,8 +179,11 @@ fn tiny_run_of_one_workload_writes_results_table_and_charts() {
     }
     let retained = std::fs::read_to_string(out.join("charts/retained.svg")).unwrap();
     assert!(retained.starts_with("<svg") && retained.contains("s1-phase"));
+    let summary = std::fs::read_to_string(out.join("charts/summary.svg")).unwrap();
+    assert!(summary.starts_with("<svg") && summary.contains("arenapool"));
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(md.contains("| arenapool |"));
+    assert!(md.contains("charts/summary.svg") && md.contains("charts/rss-s1-phase.svg"));
 }
 
 #[test]
@@ -129,11 +192,12 @@ fn every_workload_runs_under_every_contender_with_equal_checksums() {
     runner(&["--tiny", "--threads", "2"], &out);
     let r = results(&out);
     let summaries = r["summaries"].as_array().unwrap();
-    assert_eq!(summaries.len(), 8 * CONTENDERS.len());
+    assert_eq!(summaries.len(), WORKLOADS * CONTENDERS.len());
     for s in summaries {
-        assert_eq!(s["status"], "ok", "{s}");
-        assert_eq!(s["checksum_agrees"], true, "{s}");
-        assert!(s["phases"].as_array().unwrap().len() >= 2);
+        check_summary(s);
+        if built(s["contender"].as_str().unwrap()) {
+            assert!(s["phases"].as_array().unwrap().len() >= 2);
+        }
     }
     for info in r["workloads"].as_array().unwrap() {
         let name = info["name"].as_str().unwrap();
@@ -142,6 +206,45 @@ fn every_workload_runs_under_every_contender_with_equal_checksums() {
             "{name}"
         );
     }
+}
+
+/// A thread sweep runs every workload at each count, and charts time against threads.
+#[test]
+fn thread_sweep_runs_each_count_and_charts_it() {
+    let out = out_dir("sweep");
+    runner(
+        &[
+            "--tiny",
+            "--threads",
+            "1,3",
+            "--only",
+            "larson,mleak,sh8bench",
+            "--contenders",
+            "jemalloc,arenapool,glibc-trim",
+        ],
+        &out,
+    );
+    let r = results(&out);
+    assert_eq!(r["threads"], serde_json::json!([1, 3]));
+    let summaries = r["summaries"].as_array().unwrap();
+    assert_eq!(summaries.len(), 3 * 2 * 3);
+    for s in summaries {
+        check_summary(s);
+    }
+    let threads: Vec<u64> = summaries
+        .iter()
+        .map(|s| s["threads"].as_u64().unwrap())
+        .collect();
+    assert_eq!(&threads[..6], [1, 1, 1, 3, 3, 3]);
+    for w in ["larson", "mleak", "sh8bench"] {
+        let chart = std::fs::read_to_string(out.join(format!("charts/threads-{w}.svg"))).unwrap();
+        assert!(
+            chart.starts_with("<svg") && chart.contains("glibc-trim"),
+            "{w}"
+        );
+    }
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("| contender | 1 threads | 3 threads |"), "{md}");
 }
 
 /// A contender that dies is reported with what killed it, not left out.
@@ -170,7 +273,7 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
             "--only",
             "s1-phase",
             "--contenders",
-            "glibc,jemalloc,mimalloc",
+            "glibc,jemalloc,mimalloc,snmalloc",
             "--bin-dir",
             bins.to_str().unwrap(),
         ],
@@ -179,10 +282,11 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("KILLED (SIGKILL"), "{stdout}");
     assert!(stdout.contains("OUT OF MEMORY"), "{stdout}");
+    assert!(stdout.contains("bench-snmalloc was not built"), "{stdout}");
 
     let r = results(&out);
     let summaries = r["summaries"].as_array().unwrap();
-    assert_eq!(summaries.len(), 3);
+    assert_eq!(summaries.len(), 4);
     assert_eq!(summaries[0]["contender"], "glibc");
     assert!(summaries[0]["status"]
         .as_str()
@@ -192,9 +296,18 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
     assert!(summaries[0]["time_s"].is_null());
     assert_eq!(summaries[1]["status"], "ok");
     assert_eq!(summaries[2]["status"], "OUT OF MEMORY");
+    // No binary: reported as not available, with how to build it.
+    assert_eq!(summaries[3]["contender"], "snmalloc");
+    assert_eq!(summaries[3]["available"], false);
+    assert!(summaries[3]["status"]
+        .as_str()
+        .unwrap()
+        .starts_with("not available"));
     let runs = r["runs"].as_array().unwrap();
-    assert_eq!(runs[0]["status"]["kind"], "signal");
-    assert_eq!(runs[0]["status"]["signal"], 9);
-    assert_eq!(runs[2]["status"]["kind"], "exit");
-    assert_eq!(runs[2]["status"]["code"], 134);
+    let run = |c: &str| runs.iter().find(|r| r["contender"] == c).unwrap();
+    assert_eq!(run("glibc")["status"]["kind"], "signal");
+    assert_eq!(run("glibc")["status"]["signal"], 9);
+    assert_eq!(run("mimalloc")["status"]["kind"], "exit");
+    assert_eq!(run("mimalloc")["status"]["code"], 134);
+    assert_eq!(run("snmalloc")["status"]["kind"], "not_available");
 }

@@ -3,26 +3,31 @@
 //! Starts every contender binary (found next to this one) on every workload, and
 //! writes the table, `results.json` and SVG charts.
 
-fn main() -> std::process::ExitCode {
+use std::process::ExitCode;
+
+use arenapool_bench::{Command, Options};
+
+fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match arenapool_bench::Options::parse(&args) {
-        Ok(None) => {
-            println!("{}", arenapool_bench::Options::USAGE);
-            std::process::ExitCode::SUCCESS
+    match Options::parse(&args) {
+        Ok(Command::Help) => {
+            println!("{}", Options::USAGE);
+            ExitCode::SUCCESS
         }
-        Ok(Some(options)) => match arenapool_bench::run_suite(&options) {
-            Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(Command::List) => {
+            print!("{}", Options::list());
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Run(options)) => match arenapool_bench::run_suite(&options) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("arenapool-bench: {e}");
-                std::process::ExitCode::FAILURE
+                ExitCode::FAILURE
             }
         },
         Err(e) => {
-            eprintln!(
-                "arenapool-bench: {e}\n\n{}",
-                arenapool_bench::Options::USAGE
-            );
-            std::process::ExitCode::from(2)
+            eprintln!("arenapool-bench: {e}\n\n{}", Options::USAGE);
+            ExitCode::from(2)
         }
     }
 }

@@ -1,9 +1,10 @@
-//! The arenapool contender's pool: every call into `arenapool-pool` is in this module.
+//! The `ArenaPool` of a child: every call into `arenapool-pool` is in this module.
 
 use arenapool_pool::ArenaPool;
 
 /// An [`ArenaPool`]: every parallel phase is one job in an arena of its own, purged
-/// when it ends; streams run in the stream's arena.
+/// when it ends; streams run in the stream's arena. Where `ArenaAlloc` is not the
+/// global allocator no arena can be had, and jobs and streams run without one.
 #[derive(Debug)]
 pub(super) struct Pool(ArenaPool);
 

@@ -21,7 +21,7 @@ pub(crate) struct Params {
 impl Params {
     pub(crate) fn new(scale: Scale) -> Params {
         Params {
-            blocks: scale.pick(4, 30, 60, 120),
+            blocks: scale.pick(4, 15, 60, 120),
         }
     }
 }

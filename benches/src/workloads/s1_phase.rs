@@ -90,7 +90,7 @@ pub(crate) fn phase(
 }
 
 /// One task: scratch churn, then a 400 KB result and its label.
-fn task(i: usize, len: usize) -> (String, Vec<f64>) {
+pub(crate) fn task(i: usize, len: usize) -> (String, Vec<f64>) {
     let mut acc = 0.0;
     for k in 0..4 {
         let scratch = vec![(i + k) as f64 + 0.5; 4_000 + 3_000 * k];

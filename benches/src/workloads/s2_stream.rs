@@ -27,8 +27,8 @@ impl Params {
     pub(crate) fn new(scale: Scale) -> Params {
         Params {
             state: scale.pick(1 << 16, 8 << 20, 32 << 20, 64 << 20),
-            inputs: scale.pick(8, 50, 100, 200),
-            result: scale.pick(1 << 14, 1 << 20, 1 << 20, 2 << 20),
+            inputs: scale.pick(8, 20, 100, 200),
+            result: scale.pick(1 << 14, 1 << 19, 1 << 20, 2 << 20),
         }
     }
 }

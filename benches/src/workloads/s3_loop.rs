@@ -21,7 +21,7 @@ pub(crate) struct Params {
 impl Params {
     pub(crate) fn new(scale: Scale) -> Params {
         Params {
-            jobs: scale.pick(500, 20_000, 100_000, 300_000),
+            jobs: scale.pick(500, 10_000, 30_000, 100_000),
             tasks: 8,
         }
     }
