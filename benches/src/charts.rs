@@ -71,10 +71,9 @@ fn contenders(results: &Results) -> Vec<Contender> {
     c
 }
 
-fn canvas(
-    path: &Path,
-    size: (u32, u32),
-) -> Result<DrawingArea<SVGBackend<'_>, Shift>, Box<dyn std::error::Error>> {
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+fn canvas(path: &Path, size: (u32, u32)) -> Result<Area<'_>, Box<dyn std::error::Error>> {
     let root = SVGBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE)?;
     Ok(root)
@@ -108,8 +107,9 @@ fn timeline(results: &Results, workload: Workload, path: &Path) -> DrawResult {
         .unwrap_or(1) as f64
         / MIB;
 
-    let root = canvas(path, (960, 540))?;
-    let mut chart = ChartBuilder::on(&root)
+    let shown: Vec<Contender> = series.iter().map(|(c, _)| *c).collect();
+    let (root, plot) = with_legend(path, (1100, 540), &shown)?;
+    let mut chart = ChartBuilder::on(&plot)
         .caption(
             format!("{workload}: RSS over time (median run; dots mark phase ends)"),
             ("sans-serif", 20),
@@ -137,20 +137,20 @@ fn timeline(results: &Results, workload: Workload, path: &Path) -> DrawResult {
                     .last()
                     .map(|p| (p.at_ms as f64 / 1000.0, p.rss as f64 / MIB)),
             );
-        chart
-            .draw_series(LineSeries::new(points, c.stroke_width(2)))?
-            .label(contender.name())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart.draw_series(LineSeries::new(points, c.stroke_width(2)))?;
         chart.draw_series(
             run.phases
                 .iter()
                 .map(|p| Circle::new((p.at_ms as f64 / 1000.0, p.rss as f64 / MIB), 4, c.filled())),
         )?;
     }
-    legend(&mut chart)?;
     root.present()?;
     Ok(())
 }
+
+/// Where the retained chart's bars start: a log scale has no zero, and less than this
+/// (16 KiB) is nothing.
+const FLOOR: f64 = 1.0 / 64.0;
 
 /// Grouped bars: per workload, the RSS each contender holds after the phase above what
 /// it held at the start (medians), whiskers over the repetitions, at the first thread
@@ -177,9 +177,9 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
         .map(|(_, _, hi)| hi)
         .fold(1.0, f64::max);
 
-    let root = canvas(path, (1400, 600))?;
+    let (root, plot) = with_legend(path, (1500, 600), &contenders)?;
     let x_end = workloads.len() as i32 * slots;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(
             "RSS retained after the phase (MiB above the RSS at its start; lower is better)",
             ("sans-serif", 20),
@@ -208,9 +208,14 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
                 .transform(FontTransform::Rotate90),
         )
         .y_desc("retained (MiB, log scale)")
+        .y_label_formatter(&|v| {
+            if *v >= 1.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.3}")
+            }
+        })
         .draw()?;
-    // Bars start just above zero so that the log scale can draw them.
-    let floor = 0.01;
     for (ci, &contender) in contenders.iter().enumerate() {
         let c = color(contender);
         let bars: Vec<(i32, (f64, f64, f64))> = workloads
@@ -223,18 +228,14 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
                 ))
             })
             .collect();
-        chart
-            .draw_series(bars.iter().map(|&(x, (v, _, _))| {
-                Rectangle::new([(x, floor), (x + 1, v.max(floor))], c.filled())
-            }))?
-            .label(contender.name())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+        chart.draw_series(bars.iter().map(|&(x, (v, _, _))| {
+            Rectangle::new([(x, FLOOR), (x + 1, v.max(FLOOR))], c.filled())
+        }))?;
         chart.draw_series(
             bars.iter()
-                .map(|&(x, (_, lo, hi))| whisker(x, lo.max(floor), hi.max(floor), BLACK)),
+                .map(|&(x, (_, lo, hi))| whisker(x, lo.max(FLOOR), hi.max(FLOOR), BLACK)),
         )?;
     }
-    legend(&mut chart)?;
     root.present()?;
     Ok(())
 }
@@ -243,29 +244,30 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
 /// whiskers over the repetitions.
 fn threads(results: &Results, workload: Workload, path: &Path) -> DrawResult {
     let contenders = contenders(results);
+    // The thread counts sit evenly spaced, in the order given, labelled with their count.
     let points = |c: Contender| -> Vec<(f64, (f64, f64, f64))> {
         results
             .threads
             .iter()
-            .filter_map(|&t| {
+            .enumerate()
+            .filter_map(|(i, &t)| {
                 let s = results
                     .of_workload(workload, t)
                     .find(|s| s.contender == c)?;
                 let time = s.time_s?;
-                Some((t as f64, (time.median, time.min, time.max)))
+                Some((i as f64, (time.median, time.min, time.max)))
             })
             .collect()
     };
-    let t_max = results.threads.iter().copied().max().unwrap_or(1) as f64;
-    let t_min = results.threads.iter().copied().min().unwrap_or(1) as f64;
+    let n = results.threads.len() as f64;
     let y_max = contenders
         .iter()
         .flat_map(|&c| points(c))
         .map(|(_, (_, _, hi))| hi)
         .fold(0.001, f64::max);
 
-    let root = canvas(path, (960, 540))?;
-    let mut chart = ChartBuilder::on(&root)
+    let (root, plot) = with_legend(path, (1100, 540), &contenders)?;
+    let mut chart = ChartBuilder::on(&plot)
         .caption(
             format!("{workload}: time against threads (lower is better)"),
             ("sans-serif", 20),
@@ -273,33 +275,33 @@ fn threads(results: &Results, workload: Workload, path: &Path) -> DrawResult {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(
-            (t_min * 0.9..t_max * 1.1).log_scale().base(2.0),
-            0.0..y_max * 1.08,
-        )?;
+        .build_cartesian_2d(-0.5..n - 0.5, 0.0..y_max * 1.08)?;
     chart
         .configure_mesh()
         .x_desc("threads")
         .y_desc("time (s)")
-        .x_label_formatter(&|t| format!("{t:.0}"))
+        .x_labels(results.threads.len() * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            match results.threads.get(i as usize) {
+                Some(t) if (x - i).abs() < 1e-6 && i >= 0.0 => t.to_string(),
+                _ => String::new(),
+            }
+        })
         .draw()?;
-    for c in contenders {
+    for &c in &contenders {
         let col = color(c);
         let p = points(c);
-        chart
-            .draw_series(LineSeries::new(
-                p.iter().map(|&(t, (m, _, _))| (t, m)),
-                col.stroke_width(2),
-            ))?
-            .label(c.name())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        chart.draw_series(LineSeries::new(
+            p.iter().map(|&(t, (m, _, _))| (t, m)),
+            col.stroke_width(2),
+        ))?;
         chart.draw_series(p.iter().map(|&(t, (_, lo, hi))| whisker(t, lo, hi, col)))?;
         chart.draw_series(
             p.iter()
                 .map(|&(t, (m, _, _))| Circle::new((t, m), 3, col.filled())),
         )?;
     }
-    legend(&mut chart)?;
     root.present()?;
     Ok(())
 }
@@ -374,14 +376,29 @@ fn summary(results: &Results, path: &Path) -> DrawResult {
     Ok(())
 }
 
-/// The contenders' legend, in the upper right corner of `chart`.
-fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
+/// Width of the legend column right of a chart.
+const LEGEND_WIDTH: u32 = 170;
+
+/// A white canvas of `size` with the contenders' legend in a column on its right;
+/// returns the whole canvas (to present) and the area left for the chart.
+fn with_legend<'a>(
+    path: &'a Path,
+    size: (u32, u32),
+    contenders: &[Contender],
+) -> Result<(Area<'a>, Area<'a>), Box<dyn std::error::Error>> {
+    let root = canvas(path, size)?;
+    let (plot, side) = root.split_horizontally(size.0 - LEGEND_WIDTH);
+    for (i, &c) in contenders.iter().enumerate() {
+        let y = 48 + 20 * i as i32;
+        side.draw(&Rectangle::new(
+            [(8, y - 5), (24, y + 5)],
+            color(c).filled(),
+        ))?;
+        side.draw(&Text::new(
+            c.name(),
+            (30, y - 7),
+            ("sans-serif", 13).into_font().color(&BLACK),
+        ))?;
+    }
+    Ok((root, plot))
 }
