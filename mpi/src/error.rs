@@ -159,7 +159,7 @@ impl fmt::Display for Error {
             ),
             Kind::RankOutOfRange { rank, size } => write!(
                 f,
-                "rank {rank} is out of range: the node has {size} ranks, numbered 0 to {}",
+                "rank {rank} is out of range: the node's ranks are numbered 0 to {}",
                 size.saturating_sub(1)
             ),
             Kind::NotNodeLocal { size, node_size } => write!(

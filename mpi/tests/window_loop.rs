@@ -11,6 +11,10 @@
 //! Then a control leaks 200 windows with `mem::forget`: the same figures grow by far
 //! more than 1 MiB, so the check above can fail.
 //!
+//! `ARENAPOOL_MPI_ITERATIONS` sets another iteration count (more than the warm-up);
+//! `.ci/mpi` uses it for its oversubscribed run, where every collective call costs
+//! context switches.
+//!
 //! ```sh
 //! cargo test --no-run && mpirun -np 2 target/debug/deps/window_loop-*
 //! ```
@@ -26,7 +30,7 @@ use common::{all_ranks, mib, say, Figures, MIB};
 static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
 
 const TEST: &str = "window_loop";
-const ITERATIONS: usize = 20_000;
+const DEFAULT_ITERATIONS: usize = 20_000;
 const WARM_UP: usize = 1_000;
 const CONTROL: usize = 200;
 const ROOT_LEN: usize = 100_000;
@@ -78,6 +82,16 @@ fn main() {
     let universe = mpi::initialize().expect("MPI initialised twice");
     let world = universe.world();
     let node = Node::split(&world).expect("split the world into nodes");
+    let iterations = match std::env::var("ARENAPOOL_MPI_ITERATIONS") {
+        Ok(n) => n
+            .parse()
+            .expect("ARENAPOOL_MPI_ITERATIONS: a number of iterations"),
+        Err(_) => DEFAULT_ITERATIONS,
+    };
+    assert!(
+        iterations > WARM_UP,
+        "ARENAPOOL_MPI_ITERATIONS must be more than the {WARM_UP} of warm-up"
+    );
 
     for i in 0..WARM_UP {
         iteration(&node, i, false);
@@ -85,21 +99,21 @@ fn main() {
     node.barrier();
     let start = Figures::now();
     let clock = Instant::now();
-    for i in WARM_UP..ITERATIONS {
+    for i in WARM_UP..iterations {
         iteration(&node, i, false);
     }
     node.barrier();
     let elapsed = clock.elapsed();
     let end = Figures::now();
     let growth = start.growth(&end);
-    let per_second = (ITERATIONS - WARM_UP) as f64 / elapsed.as_secs_f64();
+    let per_second = (iterations - WARM_UP) as f64 / elapsed.as_secs_f64();
     say(
         TEST,
         &world,
         &format!(
             "{} iterations after {WARM_UP} of warm-up in {elapsed:.2?} ({per_second:.0}/s); \
              growth: RSS {}, RssShmem {}, node Shmem {}",
-            ITERATIONS - WARM_UP,
+            iterations - WARM_UP,
             mib(growth[0]),
             mib(growth[1]),
             mib(growth[2]),
@@ -111,7 +125,7 @@ fn main() {
     node.barrier();
     let before_leaks = Figures::now();
     for i in 0..CONTROL {
-        iteration(&node, ITERATIONS + i, true);
+        iteration(&node, iterations + i, true);
     }
     node.barrier();
     let leaked = before_leaks.growth(&Figures::now());
