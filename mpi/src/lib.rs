@@ -3,6 +3,7 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod error;
+mod finalize;
 mod memory;
 mod node;
 mod plain;

@@ -28,10 +28,12 @@ use crate::window::SharedWindow;
 ///
 /// # Warning: MPI's lifetime
 ///
-/// A `Node` (and its windows) must be dropped before the `Universe` that
-/// `mpi::initialize` returned. If MPI is finalised first, nothing can be freed any
-/// more: the node and its windows are left to the MPI library, and memory read from a
-/// window after that is memory the library may have unmapped.
+/// Drop nodes and windows before the `Universe` that `mpi::initialize` returned (in
+/// `main`, declare the universe first: locals drop in reverse order). Finalising MPI
+/// unmaps every window's memory, so if the `Universe` is dropped while a window is
+/// alive (or leaked with `mem::forget`), the process stops with a message at the start
+/// of `MPI_Finalize` rather than leave a slice pointing at nothing. A node that
+/// outlives the `Universe` is harmless: its communicator is left to MPI.
 pub struct Node {
     comm: ffi::MPI_Comm,
     rank: usize,

@@ -10,6 +10,7 @@ use std::ptr;
 use mpi::ffi;
 
 use crate::error::{Error, Kind};
+use crate::finalize;
 use crate::plain::Plain;
 use crate::raw;
 use crate::Node;
@@ -47,16 +48,42 @@ const SHM_DIR: &[u8] = b"/dev/shm\0";
 /// ```
 ///
 /// Borrows pin the rules down: a slice from `segment` borrows the window, so it cannot
-/// outlive it or be held across `write` (which takes `&mut self`), and the window
-/// borrows its node, so the node's communicator is freed after the window.
+/// outlive it or be held across `write` (which takes `&mut self`):
+///
+/// ```compile_fail,E0502
+/// # let universe = mpi::initialize().unwrap();
+/// # let world = universe.world();
+/// # let node = arenapool_mpi::Node::split(&world).unwrap();
+/// let mut w = node.allocate::<f64>(4).unwrap();
+/// let s = w.segment(0);
+/// w.write(|mine| mine.fill(2.0)); // refused: `s` still reads the window
+/// println!("{}", s[0]);
+/// ```
+///
+/// and the window borrows its node, so the node's communicator is freed after the
+/// window:
+///
+/// ```compile_fail,E0505
+/// # let universe = mpi::initialize().unwrap();
+/// # let world = universe.world();
+/// let node = arenapool_mpi::Node::split(&world).unwrap();
+/// let w = node.allocate::<f64>(4).unwrap();
+/// drop(node); // refused: `w` is still alive
+/// drop(w);
+/// ```
 ///
 /// # Warning: every rank, the same order
 ///
 /// `allocate`, `write` and dropping are collective, as in MPI: every rank of the node
 /// must make the same calls on the same windows in the same order. Ranks that drop two
 /// windows in different orders, or where one rank skips a `write`, wait for each other
-/// forever; the types cannot see other processes. A window leaked with `mem::forget`
-/// is never freed: its memory stays on every rank until MPI is finalised.
+/// forever; the types cannot see other processes. For the same reason, a panic that
+/// unwinds through a live window on one rank only (outside `write`, which keeps ranks
+/// in step) leaves that rank waiting in the window's drop for ranks that never come:
+/// build MPI programs with `panic = "abort"`, or let panics happen on every rank.
+///
+/// A window leaked with `mem::forget` is never freed: its memory stays on every rank,
+/// and finalising MPI then stops the process (see [`Node`]'s warning).
 pub struct SharedWindow<'node, T: Plain> {
     node: &'node Node,
     win: ffi::MPI_Win,
@@ -192,6 +219,12 @@ impl<'node, T: Plain> SharedWindow<'node, T> {
             rc
         };
         raw::check("MPI_Win_allocate_shared", rc)?;
+        // Counted from here: `Drop` frees the window and uncounts it.
+        if let Err(e) = finalize::window_made() {
+            // SAFETY: the window was just made on every rank, and every rank is here.
+            unsafe { ffi::MPI_Win_free(&mut win) };
+            return Err(e);
+        }
         let window = SharedWindow {
             node,
             win,
@@ -373,7 +406,8 @@ impl<'node, T: Plain> SharedWindow<'node, T> {
 impl<T: Plain> Drop for SharedWindow<'_, T> {
     fn drop(&mut self) {
         if raw::is_finalized() {
-            // MPI has already released everything it will: nothing may be called now.
+            // Not reached while the window is counted (finalising with live windows
+            // aborts); kept so that no MPI call is ever made after finalisation.
             return;
         }
         // SAFETY: the window is live and no slice of it exists (they borrow `self`).
@@ -385,6 +419,7 @@ impl<T: Plain> Drop for SharedWindow<'_, T> {
             ffi::MPI_Barrier(self.node.comm());
             ffi::MPI_Win_free(&mut self.win);
         }
+        finalize::window_freed();
     }
 }
 
