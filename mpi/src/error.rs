@@ -40,6 +40,10 @@ pub(crate) enum Kind {
         rank: usize,
         align: usize,
     },
+    TypeMismatch {
+        rank: usize,
+        element: &'static str,
+    },
     RankOutOfRange {
         rank: usize,
         size: usize,
@@ -78,12 +82,15 @@ impl Error {
         )
     }
 
-    /// The element type cannot live in a window: zero-sized, or aligned beyond what
-    /// the shared segments guarantee.
+    /// The element type cannot live in a window: zero-sized, aligned beyond what the
+    /// shared segments guarantee, or not the same on every rank.
     pub fn is_bad_type(&self) -> bool {
         matches!(
             self.kind,
-            Kind::ZeroSized | Kind::OverAligned { .. } | Kind::Misaligned { .. }
+            Kind::ZeroSized
+                | Kind::OverAligned { .. }
+                | Kind::Misaligned { .. }
+                | Kind::TypeMismatch { .. }
         )
     }
 
@@ -156,6 +163,11 @@ impl fmt::Display for Error {
                 f,
                 "the MPI library placed rank {rank}'s segment at an address that is not \
                  {align}-byte aligned: use a type with smaller alignment"
+            ),
+            Kind::TypeMismatch { rank, element } => write!(
+                f,
+                "rank {rank} of the node asked for a window of a different element type from \
+                 this rank's `{element}`: every rank must allocate the same type"
             ),
             Kind::RankOutOfRange { rank, size } => write!(
                 f,

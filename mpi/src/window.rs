@@ -99,14 +99,18 @@ pub struct SharedWindow<'node, T: Plain> {
 unsafe impl<T: Plain> Sync for SharedWindow<'_, T> {}
 
 /// What each rank tells the others before a window is made: its error code (0 if its
-/// input is fine), the number of elements it asks for, and the bytes free in
-/// `/dev/shm` as it sees them (`u64::MAX` if it cannot tell).
+/// input is fine), the number of elements it asks for, the bytes free in `/dev/shm` as
+/// it sees them (`u64::MAX` if it cannot tell), and a fingerprint of its element type.
 #[derive(Clone, Copy)]
 struct Ask {
     code: u64,
     len: u64,
     shm_free: u64,
+    element: u64,
 }
+
+/// Words per `Ask` on the wire.
+const ASK_WORDS: usize = 4;
 
 const ASK_OK: u64 = 0;
 const ASK_TOO_LARGE: u64 = 1;
@@ -131,6 +135,7 @@ impl Ask {
             code,
             len: len as u64,
             shm_free: shm_available().unwrap_or(u64::MAX),
+            element: fingerprint::<T>(),
         }
     }
 
@@ -161,6 +166,13 @@ impl<'node, T: Plain> SharedWindow<'node, T> {
             return Err(Error::new(Kind::OtherRank {
                 rank,
                 cause: Box::new(ask.error::<T>()),
+            }));
+        }
+        // Every rank reads the others' bytes as its own `T`: the types must agree.
+        if let Some(rank) = asks.iter().position(|a| a.element != own.element) {
+            return Err(Error::new(Kind::TypeMismatch {
+                rank,
+                element: std::any::type_name::<T>(),
             }));
         }
         // Every rank saw the same asks, so every rank reaches the same verdict below.
@@ -435,31 +447,45 @@ impl<T: Plain> fmt::Debug for SharedWindow<'_, T> {
 
 /// Every rank's `Ask`, gathered on every rank (`MPI_Allgather`).
 fn exchange(node: &Node, ask: Ask) -> Result<Vec<Ask>, Error> {
-    let mine = [ask.code, ask.len, ask.shm_free];
-    let mut all = vec![0u64; 3 * node.size()];
-    // SAFETY: the node's communicator is live; three u64s go out and three per rank
-    // come back, into a buffer of `3 * size` u64s. Every rank of the node makes this
-    // call.
+    let mine: [u64; ASK_WORDS] = [ask.code, ask.len, ask.shm_free, ask.element];
+    let mut all = vec![0u64; ASK_WORDS * node.size()];
+    // SAFETY: the node's communicator is live; ASK_WORDS u64s go out and as many per
+    // rank come back, into a buffer of `ASK_WORDS * size` u64s. Every rank of the node
+    // makes this call.
     let rc = unsafe {
         ffi::MPI_Allgather(
             mine.as_ptr().cast::<c_void>(),
-            3,
+            ASK_WORDS as c_int,
             ffi::RSMPI_UINT64_T,
             all.as_mut_ptr().cast::<c_void>(),
-            3,
+            ASK_WORDS as c_int,
             ffi::RSMPI_UINT64_T,
             node.comm(),
         )
     };
     raw::check("MPI_Allgather", rc)?;
     Ok(all
-        .chunks_exact(3)
+        .chunks_exact(ASK_WORDS)
         .map(|c| Ask {
             code: c[0],
             len: c[1],
             shm_free: c[2],
+            element: c[3],
         })
         .collect())
+}
+
+/// A fingerprint of `T` that is the same in every process built from the same source:
+/// FNV-1a over its name, size and alignment.
+fn fingerprint<T>() -> u64 {
+    let name = std::any::type_name::<T>().bytes();
+    let layout = (size_of::<T>() as u64).to_le_bytes().into_iter();
+    let align = (align_of::<T>() as u64).to_le_bytes().into_iter();
+    name.chain(layout)
+        .chain(align)
+        .fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        })
 }
 
 /// Bytes free in the node's shared-memory file system, if it can be asked.

@@ -4,7 +4,8 @@
 //! In order, on every rank: MPI not initialised; a length whose byte size overflows
 //! (on the node's last rank only: the others get `is_other_rank`); lengths that each
 //! fit but whose node total does not; a length larger than `/dev/shm`; a zero-sized
-//! and an over-aligned type; a rank out of range; a panic inside one rank's `write`;
+//! and an over-aligned type; ranks that disagree on the element type (alone on a
+//! node, a rank's window is made and dropped); a rank out of range; a panic inside one rank's `write`;
 //! a communicator that is not node-local. After each, a good window is made, written
 //! and checked.
 //!
@@ -118,6 +119,19 @@ fn main() {
         .expect_err("8192-byte alignment");
     report_error("8192-byte alignment", &e);
     assert!(e.is_bad_type(), "{e}");
+    // Ranks that disagree on the element type (u64 on the last rank, f64 elsewhere).
+    let made = if rank == last {
+        node.allocate::<u64>(8).map(drop)
+    } else {
+        node.allocate::<f64>(8).map(drop)
+    };
+    if node.size() > 1 {
+        let e = made.expect_err("different element types");
+        report_error("u64 on the last rank, f64 elsewhere", &e);
+        assert!(e.is_bad_type(), "{e}");
+    } else {
+        made.expect("alone on its node, a rank agrees with itself");
+    }
     good_window(&node, 4);
 
     // Ranks out of range: a segment (this rank only) and a root (every rank).
