@@ -46,6 +46,10 @@ fn scope(c: &mut Criterion) {
     group.bench_function("empty_with_arena", |b| {
         b.iter(|| with_arena(|| black_box(1)))
     });
+    // One allocation that escapes the scope and is freed outside it.
+    group.bench_function("with_arena_one_alloc", |b| {
+        b.iter(|| with_arena(|| black_box(Box::new(1u64))))
+    });
     let arena = Arena::new().expect("ArenaAlloc is the global allocator");
     group.bench_function("empty_enter", |b| b.iter(|| arena.enter(|| black_box(1))));
     group.finish();

@@ -1,13 +1,13 @@
 //! `Arena`: a recycled jemalloc arena that threads can be bound to and that can be purged.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::binding::Binding;
 use crate::global::ensure_bindable;
-use crate::recycler::{self, Slot};
-use crate::{ctl, memory, Error, Report};
+use crate::recycler::{self, Decay, Slot};
+use crate::{ctl, Error};
 
 /// A jemalloc arena that threads can be bound to, and whose free pages can be given
 /// back to the OS.
@@ -42,7 +42,8 @@ use crate::{ctl, memory, Error, Report};
 /// # Ok::<(), arenapool_alloc::Error>(())
 /// ```
 pub struct Arena {
-    slot: Slot,
+    /// Taken out only by `Drop`.
+    slot: ManuallyDrop<Slot>,
 }
 
 impl Arena {
@@ -59,30 +60,30 @@ impl Arena {
     pub fn new() -> Result<Arena, Error> {
         ensure_bindable()?;
         Ok(Arena {
-            slot: recycler::acquire()?,
+            slot: ManuallyDrop::new(recycler::acquire()?),
         })
     }
 
     /// jemalloc's index of this arena (as in `arena.<i>.*` controls).
     pub fn index(&self) -> u32 {
-        self.slot.index
+        self.slot.index()
     }
 
     /// Runs `f` with the calling thread's allocations coming from this arena, then
     /// restores the thread's previous arena, also if `f` panics.
     ///
-    /// On the way out the thread's cache is flushed (if the thread allocated or freed
-    /// anything while bound), so small objects freed inside go back to the arena, where
-    /// a purge can return their pages. On the way in it is not: a few small allocations
+    /// On the way out the thread's cache is flushed (if the thread freed anything while
+    /// bound), so small objects freed inside go back to the arena, where a purge can
+    /// return their pages. On the way in it is not: a few small allocations
     /// inside may be served from objects the thread cached earlier, from its previous
     /// arena. Nesting is allowed; the innermost binding wins.
     ///
     /// # Warning: other threads
     ///
     /// Only the calling thread is bound. Work that `f` hands to other threads (a rayon
-    /// pool, spawned threads) allocates from *their* arenas. To run parallel work in an
-    /// arena, use `arenapool::ArenaPool`, which binds every worker of its pool for the
-    /// duration of a job.
+    /// pool, spawned threads) allocates from *their* arenas. To run parallel work in
+    /// arenas, use `arenapool::ArenaPool`, whose workers allocate only from the pool's
+    /// own arenas.
     pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
         let _binding = self.bind();
         f()
@@ -93,14 +94,41 @@ impl Arena {
     /// The guard cannot leave the thread (it is `!Send`) and borrows the arena, so the
     /// arena outlives the binding. [`enter`](Arena::enter) is the closure form.
     pub fn bind(&self) -> Binding<'_> {
-        Binding::new(self.slot.index, None)
+        Binding::new(self.index(), None)
     }
 
     /// Like [`bind`](Arena::bind) for an arena shared through an [`Arc`]: the guard keeps
     /// the arena alive and can be stored (in a thread-local, say) across calls. This is
-    /// how a thread pool binds its workers for the duration of a job.
+    /// how a thread pool binds each of its workers to an arena for the worker's life.
     pub fn bind_shared(self: &Arc<Self>) -> Binding<'static> {
-        Binding::new(self.slot.index, Some(Arc::clone(self)))
+        Binding::new(self.index(), Some(Arc::clone(self)))
+    }
+
+    /// From now on, pages freed in this arena stay with it, for reuse by the work
+    /// bound to it, until [`return_freed`](Arena::return_freed) or a
+    /// [`purge`](Arena::purge): no `madvise` and no page faults behind the work's back.
+    /// [`Arena::new`] hands out arenas in this state.
+    ///
+    /// # Errors
+    ///
+    /// A jemalloc control call failed (not expected in practice).
+    pub fn retain_freed(&self) -> Result<(), Error> {
+        self.slot.set_decay(Decay::Keep)
+    }
+
+    /// Gives every unused page of this arena back to the OS now, and from now on each
+    /// page freed in it the moment it is freed, on whatever thread frees it: the state
+    /// of an arena whose work has ended but whose results may still be alive. Dropping
+    /// an `Arena` does this too.
+    ///
+    /// Objects held in threads' caches are not freed yet in the arena's eyes: see
+    /// [`purge`](Arena::purge).
+    ///
+    /// # Errors
+    ///
+    /// A jemalloc control call failed (not expected in practice).
+    pub fn return_freed(&self) -> Result<(), Error> {
+        self.slot.set_decay(Decay::Return)
     }
 
     /// Gives this arena's unused pages back to the OS now, and returns how many bytes
@@ -108,9 +136,7 @@ impl Arena {
     ///
     /// Flushes the calling thread's cache first. Objects that *other* threads freed
     /// and still hold in their caches keep their pages resident until those threads
-    /// flush (their bindings end) or reuse them. jemalloc also purges an arena by
-    /// itself when the last thread bound to it leaves, so after a scope or job has
-    /// ended there is usually nothing left to return here.
+    /// flush (their bindings end) or reuse them.
     ///
     /// # Warning: what a purge can return
     ///
@@ -121,79 +147,40 @@ impl Arena {
     ///
     /// A jemalloc control call failed (not expected in practice).
     pub fn purge(&self) -> Result<usize, Error> {
-        let before = self.returned_so_far()?;
-        self.flush_and_purge()?;
-        Ok(self.returned_so_far()?.saturating_sub(before))
-    }
-
-    /// Flushes the calling thread's cache (objects it holds keep their pages in use),
-    /// then returns every unused page of this arena to the OS.
-    fn flush_and_purge(&self) -> Result<(), Error> {
+        let before = self.returned_total()?;
         ctl::thread_tcache_flush()?;
-        Ok(ctl::arena_purge(self.slot.index)?)
+        ctl::arena_purge(self.index())?;
+        Ok(self.returned_total()?.saturating_sub(before))
     }
 
-    /// Bytes this arena has given back to the OS since it was created (refreshes
-    /// jemalloc's statistics, which costs time in proportion to the number of arenas).
-    fn returned_so_far(&self) -> Result<usize, Error> {
+    /// Bytes this arena has given back to the OS since it was created, by purges,
+    /// [`return_freed`](Arena::return_freed) and frees while it returns freed pages at
+    /// once. The difference of two readings is what was given back in between.
+    ///
+    /// Refreshes jemalloc's statistics, which costs time in proportion to the number of
+    /// arenas in the process (microseconds for a few dozen).
+    ///
+    /// # Errors
+    ///
+    /// A jemalloc control call failed (not expected in practice).
+    pub fn returned_total(&self) -> Result<usize, Error> {
         ctl::refresh_stats()?;
-        Ok(ctl::arena_purged_bytes(self.slot.index)?)
-    }
-
-    /// Runs a piece of work in this arena and reports what it did to memory: calls
-    /// `bind` (which binds the threads that will do the work and returns a guard), runs
-    /// `run`, then drops the guard and purges this arena.
-    ///
-    /// [`Report::run_time`] covers `run`; [`Report::purge_time`] covers dropping the
-    /// guard (unbinding flushes caches, and jemalloc purges an arena when its last
-    /// thread leaves) and the final purge; [`Report::returned`] counts every page the
-    /// arena gave back in between. [`with_arena_report`] binds the calling thread; a
-    /// thread pool binds its workers.
-    ///
-    /// If `run` panics, the guard is still dropped (the threads are unbound) and the
-    /// panic continues; no report is made.
-    ///
-    /// [`with_arena_report`]: crate::with_arena_report
-    pub fn run_with_report<G, R>(
-        &self,
-        bind: impl FnOnce() -> G,
-        run: impl FnOnce() -> R,
-    ) -> (R, Report) {
-        let rss_before = memory::rss();
-        let returned_before = self.returned_so_far().unwrap_or(0);
-        let guard = bind();
-        let started = Instant::now();
-        let value = run();
-        let run_time = started.elapsed();
-        let purge_started = Instant::now();
-        drop(guard);
-        let _ = self.flush_and_purge();
-        let purge_time = purge_started.elapsed();
-        let returned = self
-            .returned_so_far()
-            .map_or(0, |now| now.saturating_sub(returned_before));
-        let report = Report {
-            rss_before,
-            rss_after: memory::rss(),
-            returned,
-            run_time,
-            purge_time,
-            arena: Some(self.slot.index),
-        };
-        (value, report)
+        Ok(ctl::arena_purged_bytes(self.index())?)
     }
 }
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        recycler::release(self.slot);
+        // SAFETY: `drop` runs once, and `self.slot` is not used after this.
+        let slot = unsafe { ManuallyDrop::take(&mut self.slot) };
+        recycler::release(slot);
     }
 }
 
 impl fmt::Debug for Arena {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Arena")
-            .field("index", &self.slot.index)
+            .field("index", &self.index())
             .finish()
     }
 }

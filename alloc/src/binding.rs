@@ -17,22 +17,31 @@ thread_local! {
 /// The calling thread allocates from an [`Arena`] until this guard is dropped.
 ///
 /// Created by [`Arena::bind`] or [`Arena::bind_shared`]. Dropping it flushes the
-/// thread's cache if the thread allocated or freed anything while bound (so objects it
-/// freed go back to their arenas, and objects it cached from this arena are not handed
-/// out after it), then restores the arena the thread was bound to before. It runs on
+/// thread's cache if the thread freed anything while bound (so objects it freed go back
+/// to their arenas, where a purge can return their pages), then restores the arena the
+/// thread was bound to before. It runs on
 /// panic too, so a panic can never leave a thread bound.
 ///
 /// Bindings nest; drop them in the reverse order of their creation (as scopes do). If
 /// they are dropped in another order, the thread may allocate from the wrong one of
 /// them until the last is dropped; once every binding is gone, the thread is always
 /// back on the arena it had before the first.
+///
+/// # Warning: leaking a binding
+///
+/// A binding that is never dropped (`mem::forget`, a leaked `Box`) leaves the thread
+/// bound: it goes on allocating from the arena after the [`Arena`] is dropped, and after
+/// the arena is handed to the next [`Arena::new`]. Nothing becomes invalid (arenas are
+/// never reset or destroyed), but that memory then lands in whatever work the arena
+/// serves next, and is given back only with it. [`current_arena`] tells whether the
+/// calling thread is still bound.
 #[must_use = "the thread is unbound as soon as the guard is dropped"]
 pub struct Binding<'a> {
     arena: u32,
     /// The arena the thread was bound to before, or `None` if binding failed.
     previous: Option<u32>,
-    /// The thread's allocation counters when it was bound: if they have not moved, its
-    /// cache holds nothing from this arena and need not be flushed.
+    /// The thread's byte counters (allocated, freed) when it was bound: if it has freed
+    /// nothing since, its cache holds nothing it freed and need not be flushed.
     counters: Option<(u64, u64)>,
     _owner: Option<Arc<Arena>>,
     _marker: PhantomData<(&'a Arena, *const ())>,
@@ -73,9 +82,16 @@ impl Drop for Binding<'_> {
     fn drop(&mut self) {
         // Return everything freed while bound to its arena, then restore. Neither call
         // can fail for an existing arena; if one did, the cost is pages kept resident.
-        // An untouched cache (no allocation or free since binding) is not flushed: a
-        // flush costs about a microsecond even when there is nothing in it.
-        if self.counters.is_none() || self.counters != ctl::thread_counters().ok() {
+        // A flush costs about a microsecond even when there is nothing in it, so it is
+        // made only if the thread freed something while bound. After allocations alone
+        // the cache may still hold unused objects it took from this arena in a batch;
+        // they are valid, are handed out to the thread's next allocations, and keep at
+        // most a page or so of each size class in use meanwhile.
+        let freed = match (self.counters, ctl::thread_counters()) {
+            (Some((_, before)), Ok((_, now))) => now != before,
+            _ => true,
+        };
+        if freed {
             let _ = ctl::thread_tcache_flush();
         }
         let Some(previous) = self.previous else {

@@ -8,10 +8,10 @@
 //! The rest of the crate is kept away from `mallctl*` by `clippy::disallowed_methods`.
 #![allow(clippy::disallowed_methods)]
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 use std::ptr;
-use std::sync::atomic::AtomicUsize;
 use std::sync::OnceLock;
 
 use tikv_jemalloc_sys as ffi;
@@ -41,17 +41,16 @@ struct Mib<const N: usize> {
 }
 
 impl<const N: usize> Mib<N> {
-    /// Looks `name` (NUL-terminated) up once.
-    fn lookup(name: &'static str) -> CtlResult<Self> {
-        debug_assert!(name.ends_with('\0'));
-        let shown = &name[..name.len() - 1];
+    /// Looks `name` up once.
+    fn lookup(name: &'static CStr) -> CtlResult<Self> {
+        // Every name is an ASCII literal; a non-UTF-8 one would only lose its text in
+        // error messages.
+        let shown = name.to_str().unwrap_or("?");
         let mut mib = [0usize; N];
         let mut len = N;
-        // SAFETY: `name` is NUL-terminated (checked above, and every caller passes a
-        // literal ending in `\0`); `mib` has room for `len` components.
-        let rc = unsafe {
-            ffi::mallctlnametomib(name.as_ptr().cast::<c_char>(), mib.as_mut_ptr(), &mut len)
-        };
+        // SAFETY: `name` is a NUL-terminated C string (its type says so); `mib` has
+        // room for `len` components.
+        let rc = unsafe { ffi::mallctlnametomib(name.as_ptr(), mib.as_mut_ptr(), &mut len) };
         if rc != 0 || len != N {
             return Err(CtlError {
                 name: shown,
@@ -154,17 +153,14 @@ impl<const N: usize> Mib<N> {
 struct Mibs {
     thread_arena: Mib<2>,
     thread_tcache_flush: Mib<3>,
-    thread_allocated: Mib<2>,
-    thread_deallocated: Mib<2>,
+    thread_allocatedp: Mib<2>,
+    thread_deallocatedp: Mib<2>,
     epoch: Mib<1>,
     arenas_create: Mib<2>,
     arenas_narenas: Mib<2>,
     arena_purge: Mib<3>,
     arena_dirty_decay_ms: Mib<3>,
     arena_muzzy_decay_ms: Mib<3>,
-    arena_pactivep: Mib<4>,
-    arena_pdirty: Mib<4>,
-    arena_pmuzzy: Mib<4>,
     arena_dirty_purged: Mib<4>,
     arena_muzzy_purged: Mib<4>,
     allocated: Mib<2>,
@@ -182,30 +178,27 @@ struct Mibs {
 
 impl Mibs {
     fn lookup() -> CtlResult<Self> {
-        let page = Mib::<2>::lookup("arenas.page\0")?;
-        let percpu = Mib::<2>::lookup("opt.percpu_arena\0")?;
+        let page = Mib::<2>::lookup(c"arenas.page")?;
+        let percpu = Mib::<2>::lookup(c"opt.percpu_arena")?;
         Ok(Mibs {
-            thread_arena: Mib::lookup("thread.arena\0")?,
-            thread_tcache_flush: Mib::lookup("thread.tcache.flush\0")?,
-            thread_allocated: Mib::lookup("thread.allocated\0")?,
-            thread_deallocated: Mib::lookup("thread.deallocated\0")?,
-            epoch: Mib::lookup("epoch\0")?,
-            arenas_create: Mib::lookup("arenas.create\0")?,
-            arenas_narenas: Mib::lookup("arenas.narenas\0")?,
-            arena_purge: Mib::lookup("arena.0.purge\0")?,
-            arena_dirty_decay_ms: Mib::lookup("arena.0.dirty_decay_ms\0")?,
-            arena_muzzy_decay_ms: Mib::lookup("arena.0.muzzy_decay_ms\0")?,
-            arena_pactivep: Mib::lookup("experimental.arenas.0.pactivep\0")?,
-            arena_pdirty: Mib::lookup("stats.arenas.0.pdirty\0")?,
-            arena_pmuzzy: Mib::lookup("stats.arenas.0.pmuzzy\0")?,
-            arena_dirty_purged: Mib::lookup("stats.arenas.0.dirty_purged\0")?,
-            arena_muzzy_purged: Mib::lookup("stats.arenas.0.muzzy_purged\0")?,
-            allocated: Mib::lookup("stats.allocated\0")?,
-            active: Mib::lookup("stats.active\0")?,
-            resident: Mib::lookup("stats.resident\0")?,
-            retained: Mib::lookup("stats.retained\0")?,
-            mapped: Mib::lookup("stats.mapped\0")?,
-            metadata: Mib::lookup("stats.metadata\0")?,
+            thread_arena: Mib::lookup(c"thread.arena")?,
+            thread_tcache_flush: Mib::lookup(c"thread.tcache.flush")?,
+            thread_allocatedp: Mib::lookup(c"thread.allocatedp")?,
+            thread_deallocatedp: Mib::lookup(c"thread.deallocatedp")?,
+            epoch: Mib::lookup(c"epoch")?,
+            arenas_create: Mib::lookup(c"arenas.create")?,
+            arenas_narenas: Mib::lookup(c"arenas.narenas")?,
+            arena_purge: Mib::lookup(c"arena.0.purge")?,
+            arena_dirty_decay_ms: Mib::lookup(c"arena.0.dirty_decay_ms")?,
+            arena_muzzy_decay_ms: Mib::lookup(c"arena.0.muzzy_decay_ms")?,
+            arena_dirty_purged: Mib::lookup(c"stats.arenas.0.dirty_purged")?,
+            arena_muzzy_purged: Mib::lookup(c"stats.arenas.0.muzzy_purged")?,
+            allocated: Mib::lookup(c"stats.allocated")?,
+            active: Mib::lookup(c"stats.active")?,
+            resident: Mib::lookup(c"stats.resident")?,
+            retained: Mib::lookup(c"stats.retained")?,
+            mapped: Mib::lookup(c"stats.mapped")?,
+            metadata: Mib::lookup(c"stats.metadata")?,
             // SAFETY: `arenas.page` is a `size_t`.
             page: unsafe { page.read::<usize>()? },
             percpu_arena: {
@@ -222,6 +215,12 @@ impl Mibs {
 fn mibs() -> CtlResult<&'static Mibs> {
     static MIBS: OnceLock<CtlResult<Mibs>> = OnceLock::new();
     MIBS.get_or_init(Mibs::lookup).as_ref().map_err(|e| *e)
+}
+
+/// `Ok` when every control this crate uses exists in the linked jemalloc; otherwise
+/// the first that does not, with jemalloc's error.
+pub(crate) fn available() -> CtlResult<()> {
+    mibs().map(|_| ())
 }
 
 /// Whether jemalloc runs with `percpu_arena`, which makes threads unbindable.
@@ -256,21 +255,51 @@ pub(crate) fn thread_tcache_flush() -> CtlResult<()> {
     }
 }
 
-/// Bytes ever allocated by the calling thread (wraps around).
-pub(crate) fn thread_allocated() -> CtlResult<u64> {
-    // SAFETY: `thread.allocated` is a `uint64_t`.
-    unsafe { mibs()?.thread_allocated.read::<u64>() }
+/// Where jemalloc keeps the calling thread's byte counters.
+#[derive(Clone, Copy)]
+struct CounterPtrs {
+    allocated: *const u64,
+    deallocated: *const u64,
+}
+
+thread_local! {
+    /// The calling thread's counter addresses, looked up on first use. A plain `Cell`
+    /// without destructor, so it can be read while the thread's other thread-locals
+    /// are being destroyed.
+    static COUNTERS: Cell<Option<CounterPtrs>> = const { Cell::new(None) };
 }
 
 /// Bytes ever allocated and freed by the calling thread (both wrap around): if neither
 /// moved between two reads, the thread's cache did not change in between.
+///
+/// Two plain memory reads after the first call on a thread: jemalloc hands out the
+/// addresses of its per-thread counters (`thread.allocatedp`, `thread.deallocatedp`).
 pub(crate) fn thread_counters() -> CtlResult<(u64, u64)> {
-    let m = mibs()?;
-    // SAFETY: `thread.{allocated,deallocated}` are `uint64_t`.
+    let ptrs = match COUNTERS.try_with(Cell::get) {
+        Ok(Some(ptrs)) => ptrs,
+        cached => {
+            let m = mibs()?;
+            // SAFETY: `thread.{allocated,deallocated}p` are `uint64_t *`.
+            let ptrs = unsafe {
+                CounterPtrs {
+                    allocated: m.thread_allocatedp.read::<*const u64>()?,
+                    deallocated: m.thread_deallocatedp.read::<*const u64>()?,
+                }
+            };
+            if cached.is_ok() {
+                let _ = COUNTERS.try_with(|c| c.set(Some(ptrs)));
+            }
+            ptrs
+        }
+    };
+    // SAFETY: the pointers address the calling thread's own counters inside jemalloc's
+    // thread-specific data, which lives (at a fixed address: it is a thread-local of
+    // jemalloc's) as long as the thread; only this thread writes them, so a read races
+    // with nothing. Volatile, because jemalloc updates them behind the compiler's back.
     unsafe {
         Ok((
-            m.thread_allocated.read::<u64>()?,
-            m.thread_deallocated.read::<u64>()?,
+            ptr::read_volatile(ptrs.allocated),
+            ptr::read_volatile(ptrs.deallocated),
         ))
     }
 }
@@ -294,29 +323,33 @@ pub(crate) fn arena_purge(index: u32) -> CtlResult<()> {
     mibs()?.arena_purge.at(1, index).act()
 }
 
-/// Sets arena `index`'s dirty and muzzy decay times, in milliseconds: 0 gives freed
-/// pages back at once, -1 never (until a purge); -1 also stops jemalloc's eager purge
-/// of freed extents of 8 MiB and more.
-pub(crate) fn arena_set_decay(index: u32, decay_ms: isize) -> CtlResult<()> {
-    let m = mibs()?;
-    // SAFETY: `arena.<i>.{dirty,muzzy}_decay_ms` are `ssize_t`.
+/// Sets arena `index`'s dirty decay time, in milliseconds: 0 gives freed pages back at
+/// once, -1 never (until a purge); -1 also stops jemalloc's eager purge of freed extents
+/// of 8 MiB and more.
+///
+/// Setting 0 also purges, at once, every dirty page the arena holds: jemalloc restarts
+/// its decay curve on every change.
+pub(crate) fn arena_set_dirty_decay(index: u32, decay_ms: isize) -> CtlResult<()> {
+    // SAFETY: `arena.<i>.dirty_decay_ms` is an `ssize_t`.
     unsafe {
-        m.arena_dirty_decay_ms
+        mibs()?
+            .arena_dirty_decay_ms
             .at(1, index)
-            .write::<isize>(decay_ms)?;
-        m.arena_muzzy_decay_ms.at(1, index).write::<isize>(decay_ms)
+            .write::<isize>(decay_ms)
     }
 }
 
-/// jemalloc's live counter of arena `index`'s active pages. Arenas are never destroyed,
-/// so the counter lives as long as the process.
-pub(crate) fn arena_active_pages(index: u32) -> CtlResult<&'static AtomicUsize> {
-    // SAFETY: `experimental.arenas.<i>.pactivep` is a `size_t *`.
-    let p = unsafe { mibs()?.arena_pactivep.at(2, index).read::<*const usize>()? };
-    // SAFETY: jemalloc returns the address of the arena's `atomic_zu_t` page counter,
-    // which it updates atomically and never frees (arenas are never destroyed here);
-    // `AtomicUsize` has the same layout as `size_t`.
-    Ok(unsafe { &*p.cast::<AtomicUsize>() })
+/// Sets arena `index`'s muzzy decay time, in milliseconds. At 0, every purge of dirty
+/// pages is a forced one (`MADV_DONTNEED`, RSS drops at once) rather than a lazy one
+/// that leaves them resident until the kernel needs them.
+pub(crate) fn arena_set_muzzy_decay(index: u32, decay_ms: isize) -> CtlResult<()> {
+    // SAFETY: `arena.<i>.muzzy_decay_ms` is an `ssize_t`.
+    unsafe {
+        mibs()?
+            .arena_muzzy_decay_ms
+            .at(1, index)
+            .write::<isize>(decay_ms)
+    }
 }
 
 /// Refreshes jemalloc's statistics snapshot (`epoch`), which the `stats.*` reads below
@@ -324,18 +357,6 @@ pub(crate) fn arena_active_pages(index: u32) -> CtlResult<&'static AtomicUsize> 
 pub(crate) fn refresh_stats() -> CtlResult<()> {
     // SAFETY: `epoch` is a `uint64_t`.
     unsafe { mibs()?.epoch.write::<u64>(1) }
-}
-
-/// Bytes in arena `index`'s unused dirty and muzzy pages, as of the last
-/// [`refresh_stats`]: what a purge of it would give back. [`ARENAS_ALL`] sums all arenas.
-pub(crate) fn arena_unused_bytes(index: u32) -> CtlResult<usize> {
-    let m = mibs()?;
-    // SAFETY: `stats.arenas.<i>.{pdirty,pmuzzy}` are `size_t`.
-    let pages = unsafe {
-        m.arena_pdirty.at(2, index).read::<usize>()?
-            + m.arena_pmuzzy.at(2, index).read::<usize>()?
-    };
-    Ok(pages * m.page)
 }
 
 /// Bytes arena `index` has given back to the OS since it was created, as of the last

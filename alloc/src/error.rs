@@ -63,6 +63,10 @@ impl Error {
     /// arena, so its memory is not given back; once per process, however many scopes,
     /// jobs and streams meet an error. [`with_arena`](crate::with_arena) and the thread
     /// pool call it when they fall back to running unscoped.
+    ///
+    /// Not part of the API: public only for `arenapool-pool`, which shares the one
+    /// warning.
+    #[doc(hidden)]
     pub fn warn_once(&self) {
         static WARNED: AtomicBool = AtomicBool::new(false);
         if !WARNED.swap(true, Ordering::Relaxed) {

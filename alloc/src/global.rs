@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use tikv_jemallocator::Jemalloc;
 
-use crate::{ctl, Error};
+use crate::ctl::{self, CtlError};
+use crate::Error;
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge.
 ///
@@ -78,25 +79,67 @@ pub fn is_installed() -> bool {
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
 /// Allocates one block through the global allocator and asks jemalloc whether it saw it.
+/// `false` also when jemalloc's counters cannot be read (then [`ensure_bindable`]
+/// reports the control that failed, not this).
 fn probe() -> bool {
     const SIZE: usize = 4096;
-    let Ok(before) = ctl::thread_allocated() else {
+    let Ok((before, _)) = ctl::thread_counters() else {
         return false;
     };
     let block = std::hint::black_box(vec![1u8; SIZE]);
-    let after = ctl::thread_allocated().unwrap_or(before);
+    let after = ctl::thread_counters().map_or(before, |(allocated, _)| allocated);
     drop(block);
     after.wrapping_sub(before) >= SIZE as u64
 }
 
-/// `Ok` when threads can be bound to arenas: [`ArenaAlloc`] is installed and jemalloc
-/// does not tie threads to per-CPU arenas. Otherwise the error that says what to change.
+/// `Ok` when threads can be bound to arenas: jemalloc's controls answer, [`ArenaAlloc`]
+/// is installed, and jemalloc does not tie threads to per-CPU arenas. Otherwise the
+/// error that says what to change.
 pub(crate) fn ensure_bindable() -> Result<(), Error> {
-    if !is_installed() {
+    bindable(ctl::available(), is_installed, ctl::percpu_arena)
+}
+
+/// The order of [`ensure_bindable`]'s checks: a control that fails is reported as
+/// itself, before "not installed" (whose probe reads controls too and would only say
+/// that it could not tell).
+fn bindable(
+    controls: Result<(), CtlError>,
+    installed: impl FnOnce() -> bool,
+    percpu_arena: impl FnOnce() -> Result<bool, CtlError>,
+) -> Result<(), Error> {
+    controls?;
+    if !installed() {
         Err(Error::not_installed())
-    } else if ctl::percpu_arena()? {
+    } else if percpu_arena()? {
         Err(Error::percpu_arena())
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_control_is_reported_as_itself() {
+        let failed = CtlError {
+            name: "thread.allocatedp",
+            errno: libc::ENOENT,
+        };
+        // The probe cannot tell when controls fail, so it answers "not installed";
+        // the error must still name the control.
+        let e = bindable(Err(failed), || false, || Ok(false)).unwrap_err();
+        assert!(!e.is_not_installed(), "{e}");
+        assert!(e.to_string().contains("thread.allocatedp"), "{e}");
+    }
+
+    #[test]
+    fn checks_installed_then_percpu() {
+        let e = bindable(Ok(()), || false, || Ok(true)).unwrap_err();
+        assert!(e.is_not_installed());
+        let e = bindable(Ok(()), || true, || Ok(true)).unwrap_err();
+        assert!(e.is_percpu_arena());
+        assert!(bindable(Ok(()), || true, || Ok(false)).is_ok());
     }
 }

@@ -127,17 +127,35 @@ fn os_page_size() -> usize {
 /// and returns how many bytes that was.
 ///
 /// Flushes the calling thread's cache first. Objects cached by *other* threads keep
-/// their pages until those threads flush. Only whole free pages can be returned.
+/// their pages until those threads flush. Only whole free pages can be returned. The
+/// figure comes from jemalloc's purge counters, as [`Arena::purge`](crate::Arena::purge)'s
+/// does: pages another thread purged in the meantime count too.
 ///
 /// # Errors
 ///
 /// A jemalloc control call failed (not expected in practice).
 pub fn trim() -> Result<usize, Error> {
-    ctl::thread_tcache_flush()?;
     ctl::refresh_stats()?;
-    let unused = ctl::arena_unused_bytes(ARENAS_ALL)?;
+    let before = ctl::arena_purged_bytes(ARENAS_ALL)?;
+    ctl::thread_tcache_flush()?;
     ctl::arena_purge(ARENAS_ALL)?;
-    Ok(unused)
+    ctl::refresh_stats()?;
+    Ok(ctl::arena_purged_bytes(ARENAS_ALL)?.saturating_sub(before))
+}
+
+/// Returns every object the calling thread holds in its cache to the arena it came
+/// from, so that the pages of objects it freed can be given back by a purge. (A
+/// thread's cache holds up to a few hundred freed objects of each size up to 32 KiB;
+/// their pages stay in use while they are cached.)
+///
+/// Scopes and pools call it where needed; call it by hand before purging memory that
+/// the calling thread freed outside any scope.
+///
+/// # Errors
+///
+/// A jemalloc control call failed (not expected in practice).
+pub fn flush_thread_cache() -> Result<(), Error> {
+    Ok(ctl::thread_tcache_flush()?)
 }
 
 #[cfg(test)]

@@ -5,29 +5,32 @@
 //! arena goes on a free list and is handed to the next scope. It may still hold data
 //! that escaped its scope, so it is never reset or destroyed.
 //!
-//! Decay policy, the arena's only state besides its index:
+//! Decay policy, the arena's only state besides its index. Its muzzy decay is 0 for
+//! life, set at creation, so every purge is a forced one (RSS drops at once); its dirty
+//! decay is:
 //! - checked out ([`Decay::Keep`], -1): freed pages stay with the arena for reuse by the
 //!   work bound to it, with no purging behind its back (jemalloc would otherwise purge
-//!   freed extents of 8 MiB and more at once, and decay the rest over seconds); the
-//!   purge at release gives them all back.
-//! - released with live data ([`Decay::Return`], 0): whatever is freed into it later
-//!   (escaped results) goes back to the OS at once.
+//!   freed extents of 8 MiB and more at once, and decay the rest over seconds).
+//! - released ([`Decay::Return`], 0): setting it gives every free page back at once, and
+//!   whatever is freed into the arena later (escaped results) goes back the moment it
+//!   is freed. Always set on release, whether or not the arena seems to hold data: a
+//!   free on another thread may be landing in the arena at that very moment.
 //!
 //! The free list is a fixed array inside a static, so recycling never allocates (an
 //! allocation here would land in whatever arena the releasing thread is bound to).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::ctl::{self, ARENAS_ALL, ARENA_LIMIT};
 use crate::Error;
 
-/// The decay time an arena currently has.
+/// A decay time this crate gives an arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Decay {
+pub(crate) enum Decay {
     /// -1: keep freed pages until the next purge.
     Keep,
-    /// 0: give freed pages back at once.
+    /// 0: give free pages back now, and freed pages at once.
     Return,
 }
 
@@ -40,28 +43,22 @@ impl Decay {
     }
 }
 
-/// An arena owned by this crate: checked out to one [`Arena`](crate::Arena) at a time.
-#[derive(Debug, Clone, Copy)]
+/// Sole ownership of one of this crate's arenas, checked out of the free list: not
+/// `Clone` or `Copy`, so an arena is on the free list or in one owner's hands, never
+/// both.
+#[derive(Debug)]
 pub(crate) struct Slot {
-    pub(crate) index: u32,
-    /// jemalloc's counter of the arena's active pages (`None` if it could not be had:
-    /// then the arena is assumed to hold live data whenever it is released).
-    active_pages: Option<&'static AtomicUsize>,
-    decay: Decay,
+    index: u32,
 }
 
 impl Slot {
-    fn set_decay(&mut self, decay: Decay) -> Result<(), Error> {
-        if self.decay != decay {
-            ctl::arena_set_decay(self.index, decay.millis())?;
-            self.decay = decay;
-        }
-        Ok(())
+    pub(crate) fn index(&self) -> u32 {
+        self.index
     }
 
-    fn may_hold_data(&self) -> bool {
-        self.active_pages
-            .is_none_or(|pages| pages.load(Ordering::Relaxed) > 0)
+    /// Sets the arena's decay time (see the module docs).
+    pub(crate) fn set_decay(&self, decay: Decay) -> Result<(), Error> {
+        Ok(ctl::arena_set_dirty_decay(self.index, decay.millis())?)
     }
 }
 
@@ -75,7 +72,7 @@ struct FreeList {
 static FREE: Mutex<FreeList> = Mutex::new(FreeList {
     len: 0,
     created: 0,
-    slots: [None; ARENAS_ALL as usize],
+    slots: [const { None }; ARENAS_ALL as usize],
 });
 
 /// One bit per arena index this crate created: lets [`is_ours`] answer without a lock.
@@ -111,7 +108,7 @@ pub(crate) fn acquire() -> Result<Slot, Error> {
             None => None,
         }
     };
-    let mut slot = match recycled {
+    let slot = match recycled {
         Some(slot) => slot,
         None => create()?,
     };
@@ -121,9 +118,6 @@ pub(crate) fn acquire() -> Result<Slot, Error> {
     }
     Ok(slot)
 }
-
-/// Arenas with an index below this get a live page counter (see [`create`]).
-const COUNTED_ARENAS: u32 = 128;
 
 fn create() -> Result<Slot, Error> {
     // jemalloc 5.3's `arenas.create` reads past the end of its table of arenas when
@@ -137,38 +131,22 @@ fn create() -> Result<Slot, Error> {
         }
         ctl::arenas_create()?
     };
-    // jemalloc's control interface sees a new arena's page counter only after a
-    // statistics refresh, which costs time in proportion to the number of arenas.
-    // Past a few dozen arenas (thousands of live `Arena`s) that would make creation
-    // quadratic, so those arenas go without the counter and are treated as holding
-    // data whenever they are released.
-    let active_pages = if index < COUNTED_ARENAS {
-        ctl::refresh_stats()
-            .and_then(|()| ctl::arena_active_pages(index))
-            .ok()
-    } else {
-        None
-    };
+    // Cannot fail for an arena just created; if it did, purges of this arena would
+    // only be lazy ones, whose pages the kernel takes back when it needs them.
+    let _ = ctl::arena_set_muzzy_decay(index, 0);
     let i = index as usize;
     OURS[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
     free_list().created += 1;
-    Ok(Slot {
-        index,
-        active_pages,
-        // What `arenas.create` gives a new arena is not -1: `acquire` sets it.
-        decay: Decay::Return,
-    })
+    Ok(Slot { index })
 }
 
-/// Gives the arena's free pages back and puts it on the free list. Never fails: a
-/// control error here only means some pages stay resident until the arena's next purge.
-pub(crate) fn release(mut slot: Slot) {
-    if slot.may_hold_data() {
-        // Data escaped: when it is freed, give its pages back at once. Set before the
-        // purge, so nothing freed in between is kept.
-        let _ = slot.set_decay(Decay::Return);
+/// Gives the arena's free pages back, makes whatever is freed into it later go back at
+/// once, and puts it on the free list. Never fails: a control error here only means
+/// some pages stay resident until the arena is next released.
+pub(crate) fn release(slot: Slot) {
+    if slot.set_decay(Decay::Return).is_err() {
+        let _ = ctl::arena_purge(slot.index);
     }
-    let _ = ctl::arena_purge(slot.index);
     let mut list = free_list();
     let top = list.len;
     list.slots[top] = Some(slot);

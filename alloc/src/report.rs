@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::{memory, Bytes};
+use crate::{memory, Arena, Bytes};
 
 /// What one scope or job did to memory: RSS before and after, the bytes its arena gave
 /// back to the OS, and where the time went.
@@ -23,32 +23,80 @@ pub struct Report {
     /// the work, a [`trim`](crate::trim) on another thread).
     pub returned: usize,
     /// Time spent running the closure or job (for a pool job: also handing it to the
-    /// pool and binding the workers).
+    /// pool).
     pub run_time: Duration,
-    /// Time spent giving memory back after the work: unbinding the threads (their
-    /// caches are flushed, and jemalloc purges the arena as the last one leaves) and
-    /// the final purge.
+    /// Time spent giving memory back after the work: unbinding the thread (its cache
+    /// is flushed) and returning the arenas' free pages.
     pub purge_time: Duration,
-    /// The arena the work ran in, or `None` if it ran without one (see
-    /// [`with_arena`](crate::with_arena)).
-    pub arena: Option<u32>,
+    /// The arenas the work allocated from (one for a scope, a pool's arenas for a pool
+    /// job), empty if it ran without one (see [`with_arena`](crate::with_arena)).
+    pub arenas: Vec<u32>,
 }
 
 impl Report {
-    /// Runs `f` without an arena and reports RSS before and after and the time it
-    /// took: the report of work that could not get an arena (`arena` is `None`,
-    /// nothing is returned, no time is spent purging).
-    pub fn without_arena<R>(f: impl FnOnce() -> R) -> (R, Report) {
+    /// Runs a piece of work whose allocations land in `arenas`, then `give_back`, and
+    /// reports: RSS before the work and after `give_back`, the bytes the arenas gave
+    /// back to the OS from the start of the work to the end of `give_back` (from
+    /// jemalloc's purge counters, whoever triggered the purges), and the time each
+    /// part took.
+    ///
+    /// `work` binds the threads that do the work, and runs it; `give_back` receives
+    /// what `work` returned, ends the bindings and returns the arenas' free pages (for
+    /// example with [`Arena::return_freed`]), and returns the value to report on. This
+    /// is how [`with_arena_report`](crate::with_arena_report) and the thread pool
+    /// build their reports; a thread pool of one's own can use it too. With no arenas,
+    /// it is the report of work that ran without one: nothing returned.
+    ///
+    /// If `work` or `give_back` panics, the panic continues and no report is made.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+    /// use arenapool_alloc::{Arena, Report};
+    ///
+    /// let arena = Arena::new()?;
+    /// let (n, report) = Report::measure(
+    ///     &[&arena],
+    ///     || {
+    ///         let binding = arena.bind();
+    ///         let scratch = vec![1u8; 64 << 20]; // 64 MiB, freed inside
+    ///         (scratch.len(), binding)
+    ///     },
+    ///     |(n, binding)| {
+    ///         drop(binding);
+    ///         arena.return_freed().map(|()| n)
+    ///     },
+    /// );
+    /// assert_eq!(n?, 64 << 20);
+    /// assert!(report.returned >= 60 << 20, "{report}");
+    /// # Ok::<(), arenapool_alloc::Error>(())
+    /// ```
+    pub fn measure<W, R>(
+        arenas: &[&Arena],
+        work: impl FnOnce() -> W,
+        give_back: impl FnOnce(W) -> R,
+    ) -> (R, Report) {
+        let returned_so_far = || -> usize {
+            arenas
+                .iter()
+                .map(|arena| arena.returned_total().unwrap_or(0))
+                .fold(0, usize::saturating_add)
+        };
         let rss_before = memory::rss();
+        let returned_before = returned_so_far();
         let started = Instant::now();
-        let value = f();
+        let done = work();
+        let run_time = started.elapsed();
+        let started = Instant::now();
+        let value = give_back(done);
+        let purge_time = started.elapsed();
         let report = Report {
             rss_before,
             rss_after: memory::rss(),
-            returned: 0,
-            run_time: started.elapsed(),
-            purge_time: Duration::ZERO,
-            arena: None,
+            returned: returned_so_far().saturating_sub(returned_before),
+            run_time,
+            purge_time,
+            arenas: arenas.iter().map(|arena| arena.index()).collect(),
         };
         (value, report)
     }
@@ -65,7 +113,7 @@ impl fmt::Display for Report {
             Bytes(self.rss_before),
             Bytes(self.rss_after),
         )?;
-        if self.arena.is_none() {
+        if self.arenas.is_empty() {
             f.write_str(" (no arena: ran unscoped)")?;
         }
         Ok(())
@@ -84,14 +132,17 @@ mod tests {
             returned: 3 << 30,
             run_time: Duration::from_millis(1500),
             purge_time: Duration::from_micros(2500),
-            arena: Some(9),
+            arenas: vec![9],
         };
         let s = r.to_string();
         assert_eq!(
             s,
             "ran 1.5s, gave back 3.0 GiB in 2.5ms; RSS 10.0 MiB -> 11.0 MiB"
         );
-        let unscoped = Report { arena: None, ..r };
+        let unscoped = Report {
+            arenas: vec![],
+            ..r
+        };
         assert!(unscoped.to_string().ends_with("(no arena: ran unscoped)"));
     }
 }

@@ -74,10 +74,24 @@ pub fn try_with_arena<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
 /// ```
 pub fn with_arena_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
     match Arena::new() {
-        Ok(arena) => arena.run_with_report(|| arena.bind(), f),
+        Ok(arena) => Report::measure(
+            &[&arena],
+            || {
+                let binding = arena.bind();
+                (f(), binding)
+            },
+            |(value, binding)| {
+                // Unbinding flushes the thread's cache into the arena, then its free
+                // pages go back. (Dropping the arena does the latter too, after the
+                // report is made: here it is measured.)
+                drop(binding);
+                let _ = arena.return_freed();
+                value
+            },
+        ),
         Err(e) => {
             e.warn_once();
-            Report::without_arena(f)
+            Report::measure(&[], f, |value| value)
         }
     }
 }

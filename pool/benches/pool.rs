@@ -4,7 +4,9 @@
 //!   job alone (results dropped outside the timing). Plain rayon runs `warm` (reusing
 //!   the pages jemalloc kept from the previous iteration) and `cold` (after `trim`,
 //!   like a first phase); the pool always starts cold, since it gave the pages back.
-//! - `empty_job`: the fixed cost of a job (bind every worker, unbind, purge).
+//! - `empty_job`: the fixed cost of a job (start it, end it: give the pool's free pages
+//!   back).
+//! - `tiny_job`: a job of 8 tasks with 2–5 KB of scratch each (the S3 loop's job).
 //! - `small_objects`: each task builds and drops a `BTreeMap<String, Vec<u8>>`.
 
 use std::collections::BTreeMap;
@@ -91,6 +93,37 @@ fn empty_job(c: &mut Criterion) {
     group.finish();
 }
 
+/// A job of 8 tiny tasks, each with 2–5 KB of scratch (the S3 loop's job).
+fn tiny_job(j: u64) -> u64 {
+    (0..8u64)
+        .into_par_iter()
+        .map(|t| {
+            let scratch = vec![(t + 1) as u8; 2048 + ((j + t) % 7) as usize * 512];
+            scratch.iter().map(|&b| u64::from(b)).sum::<u64>()
+        })
+        .sum()
+}
+
+fn tiny_jobs(c: &mut Criterion) {
+    let (rayon, pool) = pools();
+    let mut group = c.benchmark_group("tiny_job");
+    group.bench_function("rayon/install", |b| {
+        let mut j = 0;
+        b.iter(|| {
+            j += 1;
+            rayon.install(|| tiny_job(j))
+        })
+    });
+    group.bench_function("arenapool/run", |b| {
+        let mut j = 0;
+        b.iter(|| {
+            j += 1;
+            pool.run(|| tiny_job(j))
+        })
+    });
+    group.finish();
+}
+
 fn small_objects(c: &mut Criterion) {
     let (rayon, pool) = pools();
     let mut group = c.benchmark_group("small_objects");
@@ -116,6 +149,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = s1, empty_job, small_objects
+    targets = s1, empty_job, tiny_jobs, small_objects
 }
 criterion_main!(benches);

@@ -1,7 +1,9 @@
 //! `ArenaPoolBuilder`: rayon's pool settings, plus the stream window.
 
 use std::fmt;
+use std::sync::Arc;
 
+use crate::workers::Roster;
 use crate::{ArenaPool, BuildError};
 
 /// Settings for an [`ArenaPool`], in the manner of rayon's `ThreadPoolBuilder`.
@@ -35,11 +37,11 @@ impl ArenaPoolBuilder {
         Self::default()
     }
 
-    /// The number of worker threads. Unset, rayon's default applies: the
+    /// The number of worker threads. Unset or 0, rayon's default applies: the
     /// `RAYON_NUM_THREADS` environment variable, or one thread per CPU.
     ///
-    /// Unlike rayon, 0 does not mean "the default": it makes [`build`](Self::build)
-    /// fail.
+    /// Each worker allocates from an arena of its own, so a pool takes one jemalloc
+    /// arena per thread for its life (jemalloc allows about 4,000 per process).
     pub fn num_threads(mut self, num_threads: usize) -> Self {
         self.num_threads = Some(num_threads);
         self
@@ -62,26 +64,41 @@ impl ArenaPoolBuilder {
 
     /// How many results [`ArenaPool::map_stream`] lets exist at once, counting those
     /// being computed, those computed but not yet consumed, and the one the caller holds.
-    /// Unset, twice the number of threads. 0 makes [`build`](Self::build) fail.
+    /// Unset, twice the number of threads. 0 makes [`build`](Self::build) fail. The
+    /// stream's bookkeeping grows with the results in flight, not with the window, so
+    /// a window of `usize::MAX` means "unbounded" and reserves nothing up front.
     pub fn stream_window(mut self, window: usize) -> Self {
         self.stream_window = Some(window);
         self
     }
 
-    /// Starts the pool's threads.
+    /// Starts the pool's threads, each bound to an arena of its own, and returns once
+    /// every one of them is.
+    ///
+    /// If no arena can be had for a worker ([`ArenaAlloc`] is not the global allocator,
+    /// or jemalloc's limit of arenas is reached), that worker runs without one and a
+    /// warning naming the cause is printed to stderr once per process; the pool works,
+    /// but what that worker allocates is not given back at the end of a job.
     ///
     /// # Errors
     ///
-    /// `num_threads(0)` or `stream_window(0)` was set, or the operating system refused
-    /// to start a thread.
+    /// `stream_window(0)` was set, or the operating system refused to start a thread.
+    ///
+    /// [`ArenaAlloc`]: arenapool_alloc::ArenaAlloc
     pub fn build(self) -> Result<ArenaPool, BuildError> {
-        if self.num_threads == Some(0) {
-            return Err(BuildError::zero_threads());
-        }
         if self.stream_window == Some(0) {
             return Err(BuildError::zero_window());
         }
-        let mut threads = rayon::ThreadPoolBuilder::new();
+        let roster = Arc::new(Roster::default());
+        let mut threads = rayon::ThreadPoolBuilder::new()
+            .start_handler({
+                let roster = Arc::clone(&roster);
+                move |index| roster.start_worker(index)
+            })
+            .exit_handler({
+                let roster = Arc::clone(&roster);
+                move |_| roster.exit_worker()
+            });
         if let Some(n) = self.num_threads {
             threads = threads.num_threads(n);
         }
@@ -92,10 +109,14 @@ impl ArenaPoolBuilder {
             threads = threads.stack_size(size);
         }
         let threads = threads.build().map_err(BuildError::threads)?;
+        let (arenas, error) = roster.wait_started(threads.current_num_threads());
+        if let Some(error) = error {
+            error.warn_once();
+        }
         let window = self
             .stream_window
             .unwrap_or(2 * threads.current_num_threads());
-        Ok(ArenaPool::new(threads, window))
+        Ok(ArenaPool::new(threads, roster, arenas, window))
     }
 }
 

@@ -13,18 +13,11 @@ pub struct BuildError {
 
 #[derive(Debug)]
 enum ErrorKind {
-    ZeroThreads,
     ZeroWindow,
     Threads(rayon::ThreadPoolBuildError),
 }
 
 impl BuildError {
-    pub(crate) fn zero_threads() -> Self {
-        BuildError {
-            kind: ErrorKind::ZeroThreads,
-        }
-    }
-
     pub(crate) fn zero_window() -> Self {
         BuildError {
             kind: ErrorKind::ZeroWindow,
@@ -41,10 +34,6 @@ impl BuildError {
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            ErrorKind::ZeroThreads => f.write_str(
-                "an ArenaPool needs at least one thread: pass `num_threads(n)` with n >= 1, \
-                 or leave it unset for one thread per CPU",
-            ),
             ErrorKind::ZeroWindow => f.write_str(
                 "a stream window of 0 would never let a task run: pass `stream_window(n)` with \
                  n >= 1, or leave it unset for twice the number of threads",
@@ -63,7 +52,7 @@ impl Error for BuildError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match &self.kind {
             ErrorKind::Threads(e) => Some(e),
-            ErrorKind::ZeroThreads | ErrorKind::ZeroWindow => None,
+            ErrorKind::ZeroWindow => None,
         }
     }
 }

@@ -1,114 +1,92 @@
-//! A job: the pool to itself, an arena of its own, every worker bound to it.
+//! Jobs: how many are running, and what the pool's arenas do with freed pages.
+//!
+//! While at least one job runs, the pool's arenas keep freed pages for reuse (decay
+//! -1): scratch memory is recycled at full speed, with no `madvise` and no page faults.
+//! When the last running job ends, they give every free page back to the OS and, until
+//! the next job starts, each page freed in them the moment it is freed (decay 0): that
+//! is how results dropped between jobs go back at once. Jobs that overlap (several
+//! threads calling `run`, or a job inside a job) share the arenas; only the end of the
+//! last one gives pages back, so no job has its free pages taken away while it runs.
+//!
+//! Both transitions are a few control calls per arena, made by the thread that starts
+//! or ends the job: no worker is interrupted, and nothing waits for the workers.
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use arenapool_alloc::{Arena, Error, Report};
-use rayon::ThreadPool;
+use arenapool_alloc::Arena;
 
-use crate::binding::WorkerBinding;
-use crate::gate::{Gate, Ticket};
-
-/// A job in progress. Dropping it (also while unwinding from a panic) unbinds every
-/// worker, which flushes their caches; then purges the arena and returns it to the
-/// recycler; then lets the next job in.
-#[derive(Debug)]
-pub(crate) struct Job<'p> {
-    threads: &'p ThreadPool,
-    // Fields drop in declaration order, which is the order cleanup must follow.
-    workers: Option<WorkerBinding<'p>>,
-    arena: Arc<Arena>,
-    _ticket: Ticket<'p>,
+/// The pool's arenas and the count of running jobs.
+pub(crate) struct Jobs {
+    arenas: Vec<Arc<Arena>>,
+    running: Mutex<usize>,
 }
 
-/// A job for which no arena could be had: it holds the pool like any other job, but
-/// its memory is not given back.
-#[derive(Debug)]
-pub(crate) struct Unscoped<'p> {
-    error: Error,
-    ticket: Ticket<'p>,
-}
-
-impl<'p> Unscoped<'p> {
-    /// Warns, once per process, that jobs run without an arena, and goes on without
-    /// one: the job holds the pool until the returned ticket is dropped.
-    pub(crate) fn start(self) -> Ticket<'p> {
-        self.error.warn_once();
-        self.ticket
-    }
-}
-
-impl<'p> Job<'p> {
-    /// Waits until the pool runs no other job, then takes an arena for this one.
-    pub(crate) fn begin(threads: &'p ThreadPool, gate: &'p Gate) -> Result<Self, Unscoped<'p>> {
-        let ticket = gate.enter();
-        match Arena::new() {
-            Ok(arena) => Ok(Job {
-                threads,
-                workers: None,
-                arena: Arc::new(arena),
-                _ticket: ticket,
-            }),
-            Err(error) => Err(Unscoped { error, ticket }),
+impl Jobs {
+    /// Takes the workers' arenas, which start idle: returning freed pages at once.
+    pub(crate) fn new(arenas: Vec<Arc<Arena>>) -> Self {
+        for arena in &arenas {
+            let _ = arena.return_freed();
+        }
+        Jobs {
+            arenas,
+            running: Mutex::new(0),
         }
     }
 
-    /// Binds every worker to the job's arena until the job ends.
-    pub(crate) fn bind_workers(&mut self) {
-        debug_assert!(self.workers.is_none());
-        self.workers = Some(WorkerBinding::bind(self.threads, &self.arena));
+    fn running(&self) -> MutexGuard<'_, usize> {
+        // Nothing panics while the lock is held; a poisoned count is still right.
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `f` on the pool with every worker bound, then ends the job.
-    ///
-    /// Workers are bound and unbound from inside the pool, by the worker that runs
-    /// `f`: the caller hands work to the pool once, not three times.
-    pub(crate) fn run<R, F>(self, f: F) -> R
-    where
-        F: FnOnce() -> R + Send,
-        R: Send,
-    {
-        let (threads, arena) = (self.threads, &self.arena);
-        threads.install(|| {
-            let _workers = WorkerBinding::bind(threads, arena);
-            f()
-        })
+    /// The arenas the pool's workers allocate from.
+    pub(crate) fn arenas(&self) -> &[Arc<Arena>] {
+        &self.arenas
     }
 
-    /// Runs `f` on the pool with every worker bound, unbinds them, purges the arena
-    /// and reports, then ends the job. As with `with_arena_report`, the report's purge
-    /// time covers unbinding the workers (they flush their caches, and jemalloc purges
-    /// the arena as the last one leaves) and the final purge; its run time covers the
-    /// hand-off to the pool, binding the workers and `f`.
-    pub(crate) fn run_with_report<R, F>(self, f: F) -> (R, Report)
-    where
-        F: FnOnce() -> R + Send,
-        R: Send,
-    {
-        let (threads, arena) = (self.threads, &self.arena);
-        let ((value, unbinding), mut report) = arena.run_with_report(
-            || (),
-            || {
-                threads.install(|| {
-                    let workers = WorkerBinding::bind(threads, arena);
-                    let value = f();
-                    let started = Instant::now();
-                    drop(workers);
-                    (value, started.elapsed())
-                })
-            },
-        );
-        // The unbinding happened inside the part timed as running.
-        report.run_time = report.run_time.saturating_sub(unbinding);
-        report.purge_time += unbinding;
-        (value, report)
+    /// Starts a job; it ends when the returned guard is dropped, also on panic.
+    pub(crate) fn begin(&self) -> Job<'_> {
+        let mut running = self.running();
+        if *running == 0 {
+            // A control call cannot fail for an existing arena; if one did, the job
+            // would only run with freed pages going back at once: slower, still right.
+            for arena in &self.arenas {
+                let _ = arena.retain_freed();
+            }
+        }
+        *running += 1;
+        Job { jobs: self }
     }
+}
 
-    /// Ends a job whose results the calling thread has been dropping (a stream's
-    /// consumer): unbinds the workers, then purges the arena after flushing the calling
-    /// thread's cache, where small objects it freed are held.
-    pub(crate) fn finish(mut self) {
-        self.workers = None;
-        let _ = self.arena.purge();
+impl fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Jobs")
+            .field(
+                "arenas",
+                &self.arenas.iter().map(|a| a.index()).collect::<Vec<_>>(),
+            )
+            .field("running", &*self.running())
+            .finish()
+    }
+}
+
+/// A running job. Dropping the last one gives the arenas' free pages back.
+#[derive(Debug)]
+pub(crate) struct Job<'p> {
+    jobs: &'p Jobs,
+}
+
+impl Drop for Job<'_> {
+    fn drop(&mut self) {
+        let mut running = self.jobs.running();
+        *running -= 1;
+        if *running == 0 {
+            // Held under the lock, so a job starting meanwhile finds the arenas idle
+            // and sets them back to keeping pages after this.
+            for arena in &self.jobs.arenas {
+                let _ = arena.return_freed();
+            }
+        }
     }
 }

@@ -41,13 +41,12 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs, missing_debug_implementations)]
 
-mod binding;
 mod builder;
 mod error;
-mod gate;
 mod job;
 mod pool;
 mod stream;
+mod workers;
 
 pub use self::builder::ArenaPoolBuilder;
 pub use self::error::BuildError;

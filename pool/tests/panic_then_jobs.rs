@@ -4,9 +4,8 @@
 mod common;
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, Ordering};
 
-use arenapool_alloc::{current_arena, live_arenas, rss};
+use arenapool_alloc::{live_arenas, rss};
 use arenapool_pool::ArenaPool;
 use rayon::prelude::*;
 
@@ -26,10 +25,8 @@ fn panic_in_a_job_then_more_jobs() {
     // std keeps the symbol tables (tens of MiB) for the rest of the process: memory
     // that escapes the job. Print the message alone.
     panic::set_hook(Box::new(|info| eprintln!("expected: {info}")));
-    let panicked_arena = AtomicU32::new(u32::MAX);
     let caught = panic::catch_unwind(AssertUnwindSafe(|| {
         pool.run(|| {
-            panicked_arena.store(current_arena().unwrap(), Ordering::Relaxed);
             (0..400)
                 .into_par_iter()
                 .map(|i| {
@@ -48,34 +45,25 @@ fn panic_in_a_job_then_more_jobs() {
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or_default();
     assert_eq!(message, "task 300 fails");
-    // Every worker's binding (each holds the arena) is gone, the arena recycled.
-    assert_eq!(
-        live_arenas(),
-        0,
-        "the panicked job's arena was not released"
-    );
+    // The job has ended: the pool's arenas, and only those, are held.
+    assert!(format!("{pool:?}").contains("running: 0"), "{pool:?}");
+    assert_eq!(live_arenas(), 2);
     let after_panic = rss();
+    let mut indices: Vec<_> = pool.arena_indices().into_iter().map(Some).collect();
+    indices.sort();
 
     for j in 0..100 {
         let ((workers, results), report) =
             pool.run_with_report(|| (common::worker_arenas(), common::s1_job(j * TASKS, TASKS)));
-        let arena = report.arena.expect("the job ran without an arena");
-        assert!(
-            workers.iter().all(|&w| w == Some(arena)),
-            "job {j}: workers {workers:?}, job arena {arena}"
-        );
-        if j == 0 {
-            assert_eq!(
-                arena,
-                panicked_arena.load(Ordering::Relaxed),
-                "the panicked job's arena was not reused"
-            );
-        }
+        let mut workers = workers;
+        workers.sort();
+        assert_eq!(workers, indices, "job {j}: workers left the pool's arenas");
+        assert_eq!(report.arenas, pool.arena_indices());
         assert_eq!(results.len(), TASKS);
         for (k, r) in results.iter().enumerate() {
             common::check_s1(j * TASKS + k, r);
         }
-        assert_eq!(live_arenas(), 0);
+        assert_eq!(live_arenas(), 2);
     }
     let after = rss();
     eprintln!("panic_then_jobs: {}", common::show("RSS before", before));
@@ -92,4 +80,6 @@ fn panic_in_a_job_then_more_jobs() {
         "the panicked job kept memory"
     );
     assert!(after <= before + (16 << 20), "RSS bound of S1 broken");
+    drop(pool);
+    assert_eq!(live_arenas(), 0, "a dropped pool still holds arenas");
 }

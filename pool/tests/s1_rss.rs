@@ -27,7 +27,7 @@ fn s1_results_dropped_rss_returns() {
     for (i, r) in results.iter().enumerate() {
         common::check_s1(i, r);
     }
-    assert_eq!(live_arenas(), 0, "the job's arena was not released");
+    assert_eq!(live_arenas(), 2, "the job took arenas beyond the pool's");
 
     let kept: Vec<String> = results
         .into_iter()

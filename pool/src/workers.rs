@@ -1,0 +1,145 @@
+//! A pool's workers: each bound to an arena of the pool's for its whole life.
+//!
+//! A worker's start handler takes an arena and binds the thread to it; its exit handler
+//! unbinds it (flushing its cache) and lets go of the arena. The pool waits, when it is
+//! dropped, until every worker has exited, so that no thread is still bound to one of
+//! its arenas once the drop returns.
+
+use std::cell::RefCell;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use arenapool_alloc::{Arena, Binding, Error};
+
+thread_local! {
+    /// The pool this worker thread belongs to, and its binding to its arena.
+    static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+}
+
+struct Worker {
+    /// Which pool's worker this is (the address of that pool's [`Roster`]).
+    pool: usize,
+    /// Dropping it flushes the worker's cache and restores its own arena.
+    _binding: Option<Binding<'static>>,
+}
+
+/// What the pool and its workers share: the arenas the workers took, and how many
+/// workers are alive.
+#[derive(Debug, Default)]
+pub(crate) struct Roster {
+    state: Mutex<RosterState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct RosterState {
+    /// Workers whose start handler has run and whose exit handler has not.
+    alive: usize,
+    /// Workers whose start handler has run, ever.
+    started: usize,
+    /// Each started worker's arena, by worker index.
+    arenas: Vec<(usize, Arc<Arena>)>,
+    /// The first error a worker met taking an arena.
+    error: Option<Error>,
+}
+
+impl Roster {
+    fn state(&self) -> MutexGuard<'_, RosterState> {
+        // Nothing panics while the lock is held; a poisoned roster is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn id(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as usize
+    }
+
+    /// rayon's start handler for worker `index`: binds the thread to an arena of its
+    /// own for its whole life, or runs it unbound if no arena can be had.
+    pub(crate) fn start_worker(self: &Arc<Self>, index: usize) {
+        let (binding, arena) = match Arena::new() {
+            Ok(arena) => {
+                let arena = Arc::new(arena);
+                (Some(arena.bind_shared()), Ok(arena))
+            }
+            Err(e) => (None, Err(e)),
+        };
+        WORKER.with(|worker| {
+            *worker.borrow_mut() = Some(Worker {
+                pool: self.id(),
+                _binding: binding,
+            });
+        });
+        let mut state = self.state();
+        match arena {
+            Ok(arena) => state.arenas.push((index, arena)),
+            Err(e) => {
+                state.error.get_or_insert(e);
+            }
+        }
+        state.alive += 1;
+        state.started += 1;
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// rayon's exit handler: unbinds the worker (flushing its cache into the arenas its
+    /// objects came from) and lets go of its arena.
+    pub(crate) fn exit_worker(&self) {
+        let worker = WORKER.with(|worker| worker.borrow_mut().take());
+        drop(worker);
+        let mut state = self.state();
+        state.alive -= 1;
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// Waits until `n` workers have started; returns their arenas in worker order, and
+    /// the first error a worker met taking one (that worker runs unbound).
+    pub(crate) fn wait_started(&self, n: usize) -> (Vec<Arc<Arena>>, Option<Error>) {
+        let mut state = self.state();
+        while state.started < n {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.arenas.sort_by_key(|(index, _)| *index);
+        let arenas = state.arenas.drain(..).map(|(_, arena)| arena).collect();
+        (arenas, state.error.take())
+    }
+
+    /// Waits until every worker has exited, unless the calling thread is one of them
+    /// (a worker cannot wait for its own exit).
+    pub(crate) fn wait_exited(self: &Arc<Self>) {
+        let me = self.id();
+        let on_worker = WORKER
+            .try_with(|worker| worker.borrow().as_ref().is_some_and(|w| w.pool == me))
+            .unwrap_or(false);
+        if on_worker {
+            return;
+        }
+        let mut state = self.state();
+        while state.alive > 0 {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Held by the pool after its thread pool: dropping it waits until every worker has
+/// exited (see [`Roster::wait_exited`]).
+#[derive(Debug)]
+pub(crate) struct WaitForWorkers(Arc<Roster>);
+
+impl WaitForWorkers {
+    pub(crate) fn new(roster: Arc<Roster>) -> Self {
+        WaitForWorkers(roster)
+    }
+}
+
+impl Drop for WaitForWorkers {
+    fn drop(&mut self) {
+        self.0.wait_exited();
+    }
+}
