@@ -3,7 +3,8 @@
 //! - `s1`: the S1 workload (tasks returning 50,000 f64 each, with scratch churn), the
 //!   job alone (results dropped outside the timing). Plain rayon runs `warm` (reusing
 //!   the pages jemalloc kept from the previous iteration) and `cold` (after `trim`,
-//!   like a first phase); the pool always starts cold, since it gave the pages back.
+//!   like a first phase); the pool starts cold, since it gave the pages back, unless
+//!   built with `keep_warm` (`arenapool/keep_warm`: the same job back to back).
 //! - `empty_job`: the fixed cost of a job (start it, end it: give the pool's free pages
 //!   back).
 //! - `tiny_job`: a job of 8 tasks with 2–5 KB of scratch each (the S3 loop's job).
@@ -76,9 +77,19 @@ fn s1(c: &mut Criterion) {
             BatchSize::PerIteration,
         )
     });
-    // The pool always starts from given-back pages: that is its purpose.
+    // By default the pool starts each job from given-back pages: that is its purpose.
     group.bench_function("arenapool", |b| {
         b.iter_batched(|| (), |()| pool.run(s1_job), BatchSize::PerIteration)
+    });
+    // With `keep_warm`, the same job run back to back reuses the pages the previous
+    // one's results held (the results are dropped between iterations).
+    let warm = ArenaPool::builder()
+        .num_threads(THREADS)
+        .keep_warm(Duration::from_secs(1))
+        .build()
+        .expect("arena pool");
+    group.bench_function("arenapool/keep_warm", |b| {
+        b.iter_batched(|| (), |()| warm.run(s1_job), BatchSize::PerIteration)
     });
     group.finish();
 }

@@ -2,7 +2,9 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::job::Jobs;
 use crate::workers::Roster;
 use crate::{ArenaPool, BuildError};
 
@@ -29,6 +31,7 @@ pub struct ArenaPoolBuilder {
     thread_name: Option<Box<dyn FnMut(usize) -> String>>,
     stack_size: Option<usize>,
     stream_window: Option<usize>,
+    keep_warm: Duration,
 }
 
 impl ArenaPoolBuilder {
@@ -72,6 +75,39 @@ impl ArenaPoolBuilder {
         self
     }
 
+    /// How long the pool's free pages stay resident after its last job ends, for the
+    /// next job to reuse. Unset or zero (the default), they go back to the OS at the
+    /// end of each job, and results dropped between jobs go back the moment they are
+    /// dropped.
+    ///
+    /// A program that runs the same job back to back spends much of each job faulting
+    /// back in the pages the previous one gave back (a page fault costs about as much
+    /// as writing the page); with `keep_warm(d)` a job that starts within `d` of the
+    /// last one's end reuses them, as plain jemalloc would. Everything freed in the
+    /// pool's arenas meanwhile, results included, stays resident until the pool has
+    /// been idle for `d`; then a thread of the pool's gives it all back at once.
+    /// Dropping the pool gives it back too. docs/benchmarks.md measures both settings.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+    /// use std::time::Duration;
+    ///
+    /// let pool = arenapool_pool::ArenaPool::builder()
+    ///     .num_threads(2)
+    ///     .keep_warm(Duration::from_millis(500))
+    ///     .build()?;
+    /// for _ in 0..3 {
+    ///     let results: Vec<Vec<u8>> = pool.run(|| vec![vec![1u8; 1 << 20]; 16]);
+    ///     drop(results); // kept for the next job, returned 500 ms after the last
+    /// }
+    /// # Ok::<(), arenapool_pool::BuildError>(())
+    /// ```
+    pub fn keep_warm(mut self, idle: Duration) -> Self {
+        self.keep_warm = idle;
+        self
+    }
+
     /// Starts the pool's threads, each bound to an arena of its own, and returns once
     /// every one of them is.
     ///
@@ -82,7 +118,8 @@ impl ArenaPoolBuilder {
     ///
     /// # Errors
     ///
-    /// `stream_window(0)` was set, or the operating system refused to start a thread.
+    /// `stream_window(0)` was set, or the operating system refused to start a thread
+    /// (a worker, or the keep-warm timer's).
     ///
     /// [`ArenaAlloc`]: arenapool_alloc::ArenaAlloc
     pub fn build(self) -> Result<ArenaPool, BuildError> {
@@ -116,7 +153,8 @@ impl ArenaPoolBuilder {
         let window = self
             .stream_window
             .unwrap_or(2 * threads.current_num_threads());
-        Ok(ArenaPool::new(threads, roster, arenas, window))
+        let jobs = Jobs::new(arenas, self.keep_warm).map_err(BuildError::timer)?;
+        Ok(ArenaPool::new(threads, roster, jobs, window))
     }
 }
 
@@ -127,6 +165,7 @@ impl fmt::Debug for ArenaPoolBuilder {
             .field("thread_name", &self.thread_name.as_ref().map(|_| "<fn>"))
             .field("stack_size", &self.stack_size)
             .field("stream_window", &self.stream_window)
+            .field("keep_warm", &self.keep_warm)
             .finish()
     }
 }

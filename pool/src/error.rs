@@ -15,12 +15,19 @@ pub struct BuildError {
 enum ErrorKind {
     ZeroWindow,
     Threads(rayon::ThreadPoolBuildError),
+    Timer(std::io::Error),
 }
 
 impl BuildError {
     pub(crate) fn zero_window() -> Self {
         BuildError {
             kind: ErrorKind::ZeroWindow,
+        }
+    }
+
+    pub(crate) fn timer(e: std::io::Error) -> Self {
+        BuildError {
+            kind: ErrorKind::Timer(e),
         }
     }
 
@@ -44,6 +51,12 @@ impl fmt::Display for BuildError {
                  set, asks for a stack the system can give, and that the process may start \
                  `num_threads` more threads (its thread limit: `ulimit -u`)",
             ),
+            ErrorKind::Timer(e) => write!(
+                f,
+                "the pool's keep-warm timer thread could not be started: {e}; check that the \
+                 process may start one more thread (its thread limit: `ulimit -u`), or build \
+                 the pool without `keep_warm`",
+            ),
         }
     }
 }
@@ -52,6 +65,7 @@ impl Error for BuildError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match &self.kind {
             ErrorKind::Threads(e) => Some(e),
+            ErrorKind::Timer(e) => Some(e),
             ErrorKind::ZeroWindow => None,
         }
     }

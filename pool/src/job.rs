@@ -8,70 +8,168 @@
 //! threads calling `run`, or a job inside a job) share the arenas; only the end of the
 //! last one gives pages back, so no job has its free pages taken away while it runs.
 //!
+//! With [`keep_warm`](crate::ArenaPoolBuilder::keep_warm), the last job's end only
+//! starts a timer: the arenas go on keeping freed pages (results dropped meanwhile
+//! included) until the pool has been idle that long, when a thread of the pool's gives
+//! them back; a job that starts first finds them warm.
+//!
 //! Both transitions are a few control calls per arena, made by the thread that starts
-//! or ends the job: no worker is interrupted, and nothing waits for the workers.
+//! or ends the job (or by the timer's thread): no worker is interrupted, and nothing
+//! waits for the workers.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use arenapool_alloc::Arena;
 
-/// The pool's arenas and the count of running jobs.
+/// The pool's arenas, the count of running jobs, and the keep-warm timer.
 pub(crate) struct Jobs {
-    arenas: Vec<Arc<Arena>>,
-    running: Mutex<usize>,
+    shared: Arc<Shared>,
+    /// The keep-warm timer's thread, if the pool keeps pages warm.
+    timer: Option<JoinHandle<()>>,
 }
 
-impl Jobs {
-    /// Takes the workers' arenas, which start idle: returning freed pages at once.
-    pub(crate) fn new(arenas: Vec<Arc<Arena>>) -> Self {
-        for arena in &arenas {
-            let _ = arena.return_freed();
-        }
-        Jobs {
-            arenas,
-            running: Mutex::new(0),
+struct Shared {
+    arenas: Vec<Arc<Arena>>,
+    keep_warm: Duration,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    running: usize,
+    /// No job runs, and the arenas still keep freed pages: since when.
+    warm_since: Option<Instant>,
+    /// The pool is being dropped: the timer's thread ends.
+    closing: bool,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Nothing panics while the lock is held; a poisoned state is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A control call cannot fail for an existing arena; if one did, the arena would
+    /// only give pages back later, or keep them for less long: slower, still right.
+    fn retain_freed(&self) {
+        for arena in &self.arenas {
+            let _ = arena.retain_freed();
         }
     }
 
-    fn running(&self) -> MutexGuard<'_, usize> {
-        // Nothing panics while the lock is held; a poisoned count is still right.
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    fn return_freed(&self) {
+        for arena in &self.arenas {
+            let _ = arena.return_freed();
+        }
+    }
+
+    /// The keep-warm timer: gives the pages back once the pool has been idle for
+    /// `keep_warm`, and ends when the pool closes.
+    fn run_timer(&self) {
+        let mut state = self.state();
+        loop {
+            if state.closing {
+                return;
+            }
+            state = match state.warm_since {
+                Some(since) if state.running == 0 => {
+                    let idle = since.elapsed();
+                    if idle >= self.keep_warm {
+                        // Under the lock, so a job starting meanwhile finds the arenas
+                        // cold and sets them back to keeping pages after this.
+                        self.return_freed();
+                        state.warm_since = None;
+                        state
+                    } else {
+                        self.changed
+                            .wait_timeout(state, self.keep_warm - idle)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                }
+                _ => self
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+    }
+}
+
+impl Jobs {
+    /// Takes the workers' arenas, which start idle and cold: returning freed pages at
+    /// once. With a `keep_warm` above zero, starts the timer's thread.
+    pub(crate) fn new(arenas: Vec<Arc<Arena>>, keep_warm: Duration) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            arenas,
+            keep_warm,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        shared.return_freed();
+        let timer = if keep_warm.is_zero() || shared.arenas.is_empty() {
+            None
+        } else {
+            let timer = Arc::clone(&shared);
+            Some(
+                thread::Builder::new()
+                    .name("arenapool-keep-warm".into())
+                    .spawn(move || timer.run_timer())?,
+            )
+        };
+        Ok(Jobs { shared, timer })
     }
 
     /// The arenas the pool's workers allocate from.
     pub(crate) fn arenas(&self) -> &[Arc<Arena>] {
-        &self.arenas
+        &self.shared.arenas
     }
 
     /// Starts a job; it ends when the returned guard is dropped, also on panic.
     pub(crate) fn begin(&self) -> Job<'_> {
-        let mut running = self.running();
-        if *running == 0 {
-            // A control call cannot fail for an existing arena; if one did, the job
-            // would only run with freed pages going back at once: slower, still right.
-            for arena in &self.arenas {
-                let _ = arena.retain_freed();
-            }
+        let mut state = self.shared.state();
+        if state.running == 0 && state.warm_since.take().is_none() {
+            self.shared.retain_freed();
         }
-        *running += 1;
+        state.running += 1;
         Job { jobs: self }
+    }
+}
+
+impl Drop for Jobs {
+    fn drop(&mut self) {
+        self.shared.state().closing = true;
+        self.shared.changed.notify_all();
+        if let Some(timer) = self.timer.take() {
+            let _ = timer.join();
+        }
+        // Whatever is still kept warm goes back now; dropping the arenas (after the
+        // workers have let go of them) does the same for each.
+        self.shared.return_freed();
     }
 }
 
 impl fmt::Debug for Jobs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.state();
         f.debug_struct("Jobs")
             .field(
                 "arenas",
-                &self.arenas.iter().map(|a| a.index()).collect::<Vec<_>>(),
+                &self.arenas().iter().map(|a| a.index()).collect::<Vec<_>>(),
             )
-            .field("running", &*self.running())
+            .field("running", &state.running)
+            .field("warm", &state.warm_since.is_some())
+            .field("keep_warm", &self.shared.keep_warm)
             .finish()
     }
 }
 
-/// A running job. Dropping the last one gives the arenas' free pages back.
+/// A running job. Dropping the last one gives the arenas' free pages back, or starts
+/// the keep-warm timer.
 #[derive(Debug)]
 pub(crate) struct Job<'p> {
     jobs: &'p Jobs,
@@ -79,13 +177,18 @@ pub(crate) struct Job<'p> {
 
 impl Drop for Job<'_> {
     fn drop(&mut self) {
-        let mut running = self.jobs.running();
-        *running -= 1;
-        if *running == 0 {
-            // Held under the lock, so a job starting meanwhile finds the arenas idle
-            // and sets them back to keeping pages after this.
-            for arena in &self.jobs.arenas {
-                let _ = arena.return_freed();
+        let shared = &self.jobs.shared;
+        let mut state = shared.state();
+        state.running -= 1;
+        if state.running == 0 {
+            if self.jobs.timer.is_some() {
+                state.warm_since = Some(Instant::now());
+                drop(state);
+                shared.changed.notify_all();
+            } else {
+                // Under the lock, so a job starting meanwhile finds the arenas cold
+                // and sets them back to keeping pages after this.
+                shared.return_freed();
             }
         }
     }

@@ -67,16 +67,11 @@ impl ArenaPool {
         ArenaPoolBuilder::new()
     }
 
-    pub(crate) fn new(
-        threads: ThreadPool,
-        roster: Arc<Roster>,
-        arenas: Vec<Arc<Arena>>,
-        window: usize,
-    ) -> Self {
+    pub(crate) fn new(threads: ThreadPool, roster: Arc<Roster>, jobs: Jobs, window: usize) -> Self {
         ArenaPool {
             threads,
             _exited: WaitForWorkers::new(roster),
-            jobs: Jobs::new(arenas),
+            jobs,
             window,
         }
     }
