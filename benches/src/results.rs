@@ -29,6 +29,9 @@ pub enum RunStatus {
         signal: i32,
         /// The child said it ran out of memory before it died.
         out_of_memory: bool,
+        /// It died after printing its checksum: the workload had finished, the process
+        /// crashed on its way out.
+        at_exit: bool,
     },
     /// Still running at the timeout, and killed.
     Timeout {
@@ -67,6 +70,11 @@ impl RunStatus {
             } => "OUT OF MEMORY".to_owned(),
             RunStatus::Exit { code, .. } => format!("CRASHED (exit {code})"),
             RunStatus::Signal { signal: 9, .. } => "KILLED (SIGKILL: out of memory?)".to_owned(),
+            RunStatus::Signal {
+                signal,
+                at_exit: true,
+                ..
+            } => format!("CRASHED (signal {signal}, at exit)"),
             RunStatus::Signal { signal, .. } => format!("CRASHED (signal {signal})"),
             RunStatus::Timeout { seconds } => format!("TIMED OUT ({seconds} s)"),
             RunStatus::Failed { message } => format!("FAILED ({message})"),

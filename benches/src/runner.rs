@@ -322,6 +322,7 @@ impl Child<'_> {
             RunStatus::Signal {
                 signal: libc::WTERMSIG(status),
                 out_of_memory,
+                at_exit: run.checksum.is_some(),
             }
         } else if libc::WEXITSTATUS(status) != 0 {
             RunStatus::Exit {

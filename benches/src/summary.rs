@@ -89,6 +89,7 @@ mod tests {
         crashed.status = RunStatus::Signal {
             signal: 11,
             out_of_memory: false,
+            at_exit: false,
         };
         let runs = vec![
             run(Contender::Jemalloc, Workload::Churn, 1.0, 100 << 20),

@@ -262,6 +262,10 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
     };
     script("bench-glibc", "echo 'PHASE start 4096 0'; kill -9 $$");
     script(
+        "bench-rpmalloc",
+        "echo 'PHASE start 4096 0'; echo 'PHASE dropped 4096 10'; echo 'CHECK 00ff'; kill -11 $$",
+    );
+    script(
         "bench-mimalloc",
         "echo 'PHASE start 4096 0'; echo 'memory allocation of 1048576 bytes failed' >&2; exit 134",
     );
@@ -273,7 +277,7 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
             "--only",
             "s1-phase",
             "--contenders",
-            "glibc,jemalloc,mimalloc,snmalloc",
+            "glibc,jemalloc,mimalloc,snmalloc,rpmalloc",
             "--bin-dir",
             bins.to_str().unwrap(),
         ],
@@ -286,7 +290,7 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
 
     let r = results(&out);
     let summaries = r["summaries"].as_array().unwrap();
-    assert_eq!(summaries.len(), 4);
+    assert_eq!(summaries.len(), 5);
     assert_eq!(summaries[0]["contender"], "glibc");
     assert!(summaries[0]["status"]
         .as_str()
@@ -310,4 +314,9 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
     assert_eq!(run("mimalloc")["status"]["kind"], "exit");
     assert_eq!(run("mimalloc")["status"]["code"], 134);
     assert_eq!(run("snmalloc")["status"]["kind"], "not_available");
+    // A crash after the workload finished is still a crash, told apart.
+    assert_eq!(summaries[4]["status"], "CRASHED (signal 11, at exit)");
+    assert_eq!(summaries[4]["ok_runs"], 0);
+    assert_eq!(run("rpmalloc")["status"]["at_exit"], true);
+    assert_eq!(run("glibc")["status"]["at_exit"], false);
 }
