@@ -119,6 +119,17 @@ pub fn run_suite(options: &Options) -> Result<(), String> {
                     runs.push(run);
                     bar.inc(1);
                 }
+                if bar.is_hidden() {
+                    // No terminal to draw the bar on (a log, CI): a line per workload.
+                    println!(
+                        "[{:>4.0} s] {}/{} runs: rep {}/{} {workload} x{threads} done",
+                        started.elapsed().as_secs_f64(),
+                        bar.position(),
+                        total,
+                        rep + 1,
+                        options.reps
+                    );
+                }
             }
         }
     }

@@ -113,6 +113,12 @@ fn tiny_run_of_one_workload_writes_results_table_and_charts() {
         assert!(stdout.contains(c), "table lacks {c}:\n{stdout}");
     }
     assert!(stdout.contains("Across every workload"), "{stdout}");
+    // Without a terminal for the progress bar, progress is a line per workload.
+    assert!(
+        stdout.contains("12/12 runs: rep 1/1 s1-phase x2 done")
+            || stdout.contains("11/11 runs: rep 1/1 s1-phase x2 done"),
+        "{stdout}"
+    );
 
     let r = results(&out);
     assert_eq!(r["scale"], "tiny");
