@@ -20,8 +20,8 @@ use crate::{Arena, Error, Report};
 ///
 /// Only the calling thread is bound. Work that `f` sends to other threads (rayon's
 /// global pool, spawned threads) allocates from their arenas and is not returned at the
-/// end. For parallel work, run it in an `arenapool::ArenaPool`, which binds every
-/// worker of its pool to the job's arena.
+/// end. For parallel work, run it in an `arenapool::ArenaPool`, whose workers allocate
+/// from the pool's own arenas, given back when each job ends.
 ///
 /// # Example
 ///

@@ -36,8 +36,10 @@ fn escaped_results_return_when_dropped_anywhere() {
     .unwrap();
     let other_thread = rss();
 
-    // Small objects escaping too: 100,000 boxed values freed on another thread.
-    let small: Vec<Box<[u64; 8]>> = with_arena(|| (0..100_000).map(|i| Box::new([i; 8])).collect());
+    // Small objects escaping too: 1,000,000 boxed values (64 MB, four times the margin
+    // below) freed on another thread.
+    let small: Vec<Box<[u64; 8]>> =
+        with_arena(|| (0..1_000_000).map(|i| Box::new([i; 8])).collect());
     std::thread::spawn(move || drop(small)).join().unwrap();
     let small_freed = rss();
 

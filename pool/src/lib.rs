@@ -2,10 +2,11 @@
 //!
 //! A parallel phase that builds gigabytes of results and then drops them leaves the
 //! process holding most of that memory: the allocator keeps freed pages in per-thread
-//! heaps or until its timers run out. An [`ArenaPool`] runs each job with every one of
-//! its threads allocating from one jemalloc arena, and purges that arena when the job
-//! ends, so scratch memory is gone when [`run`](ArenaPool::run) returns and the results'
-//! pages go back to the OS as soon as they are dropped.
+//! heaps or until its timers run out. An [`ArenaPool`]'s threads allocate from jemalloc
+//! arenas of the pool's own, one per thread, and the pool gives their free pages back
+//! when each job ends, so scratch memory is gone when [`run`](ArenaPool::run) returns
+//! and the results' pages go back to the OS as soon as they are dropped. A job costs
+//! what rayon's `install` costs: no thread is interrupted at its start or end.
 //!
 //! ```
 //! #[global_allocator]
@@ -31,11 +32,12 @@
 //! # Ok::<(), arenapool_pool::BuildError>(())
 //! ```
 //!
-//! - [`ArenaPool::run`], [`ArenaPool::run_with_report`]: one parallel job in an arena
-//!   of its own; rayon code inside works as usual.
+//! - [`ArenaPool::run`], [`ArenaPool::run_with_report`]: one parallel job; rayon code
+//!   inside works as usual, and jobs from several threads run side by side.
 //! - [`ArenaPool::map_stream`]: an ordered map over a stream of inputs with at most
 //!   [`stream_window`](ArenaPoolBuilder::stream_window) results in memory at once.
-//! - [`ArenaPool::builder`]: thread count, names, stack size and window, as in rayon.
+//! - [`ArenaPool::builder`]: thread count, names, stack size and window, as in rayon,
+//!   and [`keep_warm`](ArenaPoolBuilder::keep_warm) for jobs run back to back.
 //!
 //! [`ArenaAlloc`](arenapool_alloc::ArenaAlloc) must be the program's global allocator.
 #![deny(unsafe_op_in_unsafe_fn)]

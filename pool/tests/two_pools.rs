@@ -29,7 +29,7 @@ fn two_pools_side_by_side_give_their_memory_back() {
     }
     let before = rss();
     let start = Barrier::new(2);
-    let held = std::thread::scope(|s| {
+    let (held, workers) = std::thread::scope(|s| {
         let jobs: Vec<_> = pools
             .iter()
             .enumerate()
@@ -39,22 +39,18 @@ fn two_pools_side_by_side_give_their_memory_back() {
                     start.wait();
                     let (workers, results) =
                         pool.run(|| (common::worker_arenas(), common::s1_job(p * TASKS, TASKS)));
-                    let mine = pool.arena_indices();
-                    assert!(
-                        workers.iter().all(|w| mine.contains(&w.unwrap())),
-                        "pool {p}: a worker left the pool's arenas"
-                    );
                     for (k, r) in results.iter().enumerate() {
                         common::check_s1(p * TASKS + k, r);
                     }
-                    results
+                    (workers, results)
                 })
             })
             .collect();
-        let results: Vec<_> = jobs.into_iter().map(|j| j.join().unwrap()).collect();
+        let (workers, results): (Vec<_>, Vec<_>) =
+            jobs.into_iter().map(|j| j.join().unwrap()).unzip();
         let held = rss();
         drop(results);
-        held
+        (held, workers)
     });
     let after = rss();
     let bound = before + (16 << 20) + 4 * PER_WORKER;
@@ -74,5 +70,12 @@ fn two_pools_side_by_side_give_their_memory_back() {
         after <= bound,
         "two pools kept memory after their results were dropped"
     );
+    for (p, workers) in workers.iter().enumerate() {
+        let mine = pools[p].arena_indices();
+        assert!(
+            workers.iter().all(|w| w.is_some_and(|w| mine.contains(&w))),
+            "pool {p}: a worker left the pool's arenas: {workers:?}"
+        );
+    }
     assert_eq!(live_arenas(), 4);
 }
