@@ -323,33 +323,29 @@ pub(crate) fn arena_purge(index: u32) -> CtlResult<()> {
     mibs()?.arena_purge.at(1, index).act()
 }
 
-/// Sets arena `index`'s dirty decay time, in milliseconds: 0 gives freed pages back at
-/// once, -1 never (until a purge); -1 also stops jemalloc's eager purge of freed extents
-/// of 8 MiB and more.
-///
-/// Setting 0 also purges, at once, every dirty page the arena holds: jemalloc restarts
-/// its decay curve on every change.
-pub(crate) fn arena_set_dirty_decay(index: u32, decay_ms: isize) -> CtlResult<()> {
-    // SAFETY: `arena.<i>.dirty_decay_ms` is an `ssize_t`.
-    unsafe {
-        mibs()?
-            .arena_dirty_decay_ms
-            .at(1, index)
-            .write::<isize>(decay_ms)
-    }
+/// Which of an arena's two decay times a call sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pages {
+    /// Freed pages not yet purged. At -1 they stay until a purge (-1 also stops
+    /// jemalloc's eager purge of freed extents of 8 MiB and more); at 0 they go back at
+    /// once, and setting 0 purges every dirty page the arena holds right away (jemalloc
+    /// restarts its decay curve on every change).
+    Dirty,
+    /// Pages purged lazily. At 0 every purge of dirty pages is a forced one
+    /// (`MADV_DONTNEED`, RSS drops at once) rather than a lazy one that leaves them
+    /// resident until the kernel needs them.
+    Muzzy,
 }
 
-/// Sets arena `index`'s muzzy decay time, in milliseconds. At 0, every purge of dirty
-/// pages is a forced one (`MADV_DONTNEED`, RSS drops at once) rather than a lazy one
-/// that leaves them resident until the kernel needs them.
-pub(crate) fn arena_set_muzzy_decay(index: u32, decay_ms: isize) -> CtlResult<()> {
-    // SAFETY: `arena.<i>.muzzy_decay_ms` is an `ssize_t`.
-    unsafe {
-        mibs()?
-            .arena_muzzy_decay_ms
-            .at(1, index)
-            .write::<isize>(decay_ms)
-    }
+/// Sets arena `index`'s dirty or muzzy decay time, in milliseconds (-1: never).
+pub(crate) fn arena_set_decay(index: u32, pages: Pages, decay_ms: isize) -> CtlResult<()> {
+    let m = mibs()?;
+    let mib = match pages {
+        Pages::Dirty => m.arena_dirty_decay_ms,
+        Pages::Muzzy => m.arena_muzzy_decay_ms,
+    };
+    // SAFETY: `arena.<i>.{dirty,muzzy}_decay_ms` are `ssize_t`.
+    unsafe { mib.at(1, index).write::<isize>(decay_ms) }
 }
 
 /// Refreshes jemalloc's statistics snapshot (`epoch`), which the `stats.*` reads below

@@ -22,7 +22,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::ctl::{self, ARENAS_ALL, ARENA_LIMIT};
+use crate::ctl::{self, Pages, ARENAS_ALL, ARENA_LIMIT};
 use crate::Error;
 
 /// A decay time this crate gives an arena.
@@ -58,7 +58,11 @@ impl Slot {
 
     /// Sets the arena's decay time (see the module docs).
     pub(crate) fn set_decay(&self, decay: Decay) -> Result<(), Error> {
-        Ok(ctl::arena_set_dirty_decay(self.index, decay.millis())?)
+        Ok(ctl::arena_set_decay(
+            self.index,
+            Pages::Dirty,
+            decay.millis(),
+        )?)
     }
 }
 
@@ -133,7 +137,7 @@ fn create() -> Result<Slot, Error> {
     };
     // Cannot fail for an arena just created; if it did, purges of this arena would
     // only be lazy ones, whose pages the kernel takes back when it needs them.
-    let _ = ctl::arena_set_muzzy_decay(index, 0);
+    let _ = ctl::arena_set_decay(index, Pages::Muzzy, 0);
     let i = index as usize;
     OURS[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
     free_list().created += 1;
