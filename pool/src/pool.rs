@@ -1,4 +1,4 @@
-//! `ArenaPool`: a rayon pool whose every job runs in an arena of its own.
+//! `ArenaPool`: a rayon pool whose workers allocate from the pool's own arenas.
 
 use std::fmt;
 use std::sync::Arc;
@@ -106,8 +106,9 @@ impl ArenaPool {
     /// the workers allocate comes from the pool's arenas. While the job runs they keep
     /// the pages it frees, for reuse; when it ends, every free page goes back to the OS
     /// (a few control calls by the calling thread: the workers are not interrupted, and
-    /// nothing waits for them). `run` from inside a job of the same pool is part of that
-    /// job.
+    /// nothing waits for them), or, with [`keep_warm`](crate::ArenaPoolBuilder::keep_warm),
+    /// once the pool has been idle that long. `run` from inside a job of the same pool
+    /// is part of that job.
     ///
     /// # Warning: what escapes a job
     ///
@@ -155,8 +156,9 @@ impl ArenaPool {
     /// returned.
     ///
     /// When other jobs of the pool are still running as this one ends (see `run`'s
-    /// warning), nothing is given back yet, and the report says so: `returned` is then
-    /// only what went back during the job (an explicit purge, say).
+    /// warning), or the pool keeps its pages warm, nothing is given back yet, and the
+    /// report says so: `returned` is then only what went back during the job (an
+    /// explicit purge, say).
     ///
     /// [`with_arena_report`]: arenapool_alloc::with_arena_report
     pub fn run_with_report<R, F>(&self, f: F) -> (R, Report)
