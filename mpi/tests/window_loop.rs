@@ -8,6 +8,9 @@
 //! 1,000 iterations, every rank's RSS, its RSS in shared memory and the machine's
 //! shared memory grow by at most 1 MiB over the remaining 19,000.
 //!
+//! Then 2,000 iterations that each also split a new node (`Node::split`, freed when
+//! dropped) stay within the same 1 MiB.
+//!
 //! Then a control runs 200 more iterations that never free their windows (it keeps
 //! them, as the field report's program did in effect): the same figures grow by far
 //! more than 1 MiB, so the check above can fail. Dropping the kept windows at the end
@@ -28,6 +31,7 @@ use std::time::Instant;
 
 use arenapool_mpi::{Node, SharedWindow};
 use common::{all_ranks, mib, say, Figures, MIB};
+use mpi::traits::CommunicatorCollectives;
 
 #[global_allocator]
 static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
@@ -36,6 +40,9 @@ const TEST: &str = "window_loop";
 const DEFAULT_ITERATIONS: usize = 20_000;
 const WARM_UP: usize = 1_000;
 const CONTROL: usize = 200;
+/// Iterations that split a new node each (a communicator never freed costs about 7 KB
+/// of heap per iteration: 14 MB over these).
+const SPLITS: usize = 2_000;
 const ROOT_LEN: usize = 100_000;
 const OTHER_LEN: usize = 1_000;
 const BOUND: i64 = MIB as i64;
@@ -149,8 +156,36 @@ fn main() {
     let leak_seen =
         leaked.iter().all(|&g| g > BOUND) && leaked[1] >= (CONTROL * ROOT_LEN * 8 / 2) as i64;
 
-    let all_flat = all_ranks(&world, flat);
+    // The report's program also split a new node communicator every iteration: with
+    // `Node`, each one is freed when it is dropped.
+    let splits = SPLITS.min(iterations);
+    world.barrier();
+    let before_splits = Figures::now();
+    for i in 0..splits {
+        let fresh = Node::split(&world).expect("split the world into nodes");
+        assert!(iteration(&fresh, i, false).is_none());
+    }
+    world.barrier();
+    let split_growth = before_splits.growth(&Figures::now());
+    say(
+        TEST,
+        &world,
+        &format!(
+            "{splits} iterations that each split a new node: growth RSS {}, RssShmem {}, \
+             node Shmem {}",
+            mib(split_growth[0]),
+            mib(split_growth[1]),
+            mib(split_growth[2]),
+        ),
+    );
+    let splits_flat = split_growth.iter().all(|&g| g <= BOUND);
+
+    let all_flat = all_ranks(&world, flat && splits_flat);
     let all_leak_seen = all_ranks(&world, leak_seen);
+    assert!(
+        splits_flat,
+        "memory grew by more than 1 MiB over the loop that splits nodes"
+    );
     assert!(flat, "memory grew by more than 1 MiB over the loop");
     assert!(all_flat, "memory grew on another rank");
     assert!(
