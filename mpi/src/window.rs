@@ -210,6 +210,8 @@ impl<'node, T: Plain> SharedWindow<'node, T> {
     /// Every rank of the node calls this with its checked length.
     unsafe fn create(node: &'node Node, len: usize) -> Result<Self, Error> {
         let bytes = (len * size_of::<T>()) as ffi::MPI_Aint;
+        // Only RMA calls use the displacement unit, and the window makes none.
+        let disp_unit = c_int::try_from(size_of::<T>()).unwrap_or(1);
         // SAFETY: constant handles defined by the MPI bindings, never written.
         let (mut info, mut win) = unsafe { (ffi::RSMPI_INFO_NULL, ffi::RSMPI_WIN_NULL) };
         let mut base: *mut c_void = ptr::null_mut();
@@ -221,7 +223,7 @@ impl<'node, T: Plain> SharedWindow<'node, T> {
             ffi::MPI_Info_set(info, c"alloc_shared_noncontig".as_ptr(), c"true".as_ptr());
             let rc = ffi::MPI_Win_allocate_shared(
                 bytes,
-                size_of::<T>() as c_int,
+                disp_unit,
                 info,
                 node.comm(),
                 (&mut base as *mut *mut c_void).cast::<c_void>(),
