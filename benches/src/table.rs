@@ -297,6 +297,13 @@ fn vec_table(head: &[String], rows: &[Vec<String>], markdown: bool) -> String {
     }
 }
 
+fn repetitions(n: usize) -> String {
+    match n {
+        1 => "1 repetition".to_owned(),
+        n => format!("{n} repetitions"),
+    }
+}
+
 /// The table for the terminal: one block per workload and thread count, then the
 /// sweep and the summary across workloads.
 pub(crate) fn text(results: &Results) -> String {
@@ -332,9 +339,10 @@ pub(crate) fn text(results: &Results) -> String {
     );
     let _ = writeln!(
         out,
-        "\n{} repetitions: medians, (smallest–largest) after them; time = workload time from \
+        "\n{}: medians, (smallest–largest) after them; time = workload time from \
          its start marker to its last; suite took {:.0} s",
-        results.reps, results.total_s
+        repetitions(results.reps),
+        results.total_s
     );
     out
 }
@@ -346,11 +354,11 @@ pub(crate) fn markdown(results: &Results) -> String {
     let threads: Vec<String> = results.threads.iter().map(usize::to_string).collect();
     let _ = writeln!(
         out,
-        "Scale `{}`, {} repetitions, {} threads, {} CPUs; the suite took {:.0} s. \
+        "Scale `{}`, {}, {} threads, {} CPUs; the suite took {:.0} s. \
          Medians, with the smallest and largest repetition in parentheses; ratios are to \
          `{}`.\n",
         results.scale.name(),
-        results.reps,
+        repetitions(results.reps),
         threads.join(", "),
         results.cpus,
         results.total_s,
