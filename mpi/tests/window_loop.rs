@@ -8,7 +8,7 @@
 //! 1,000 iterations, every rank's RSS, its RSS in shared memory and the machine's
 //! shared memory grow by at most 1 MiB over the remaining 19,000.
 //!
-//! Then 1,000 iterations that each also split a new node (`Node::split`, freed when
+//! Then 500 iterations that each also split a new node (`Node::split`, freed when
 //! dropped) stay within the same 1 MiB.
 //!
 //! Then a control runs 200 more iterations that never free their windows (it keeps
@@ -41,8 +41,8 @@ const DEFAULT_ITERATIONS: usize = 20_000;
 const WARM_UP: usize = 1_000;
 const CONTROL: usize = 200;
 /// Iterations that split a new node each (a communicator never freed costs about 7 KB
-/// of heap per iteration: 7 MB over these).
-const SPLITS: usize = 1_000;
+/// of heap per iteration: 3.5 MB over these).
+const SPLITS: usize = 500;
 const ROOT_LEN: usize = 100_000;
 const OTHER_LEN: usize = 1_000;
 const BOUND: i64 = MIB as i64;
