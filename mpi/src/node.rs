@@ -1,6 +1,7 @@
 //! `Node`: the ranks of one machine, which can share memory.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 
 use mpi::ffi;
@@ -38,6 +39,9 @@ pub struct Node {
     comm: ffi::MPI_Comm,
     rank: usize,
     size: usize,
+    /// MPI calls stay on the thread that made the node, whatever type the MPI library
+    /// uses for handles (a pointer in OpenMPI, an integer in MPICH).
+    _one_thread: PhantomData<*const ()>,
 }
 
 impl Node {
@@ -137,6 +141,7 @@ impl Node {
             comm,
             rank: usize::try_from(rank).unwrap_or(0),
             size: usize::try_from(size).unwrap_or(0),
+            _one_thread: PhantomData,
         })
     }
 
