@@ -1,5 +1,6 @@
 //! `SharedWindow`: memory shared by the ranks of a node, freed deterministically.
 
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
@@ -77,10 +78,14 @@ const SHM_DIR: &[u8] = b"/dev/shm\0";
 /// `allocate`, `write` and dropping are collective, as in MPI: every rank of the node
 /// must make the same calls on the same windows in the same order. Ranks that drop two
 /// windows in different orders, or where one rank skips a `write`, wait for each other
-/// forever; the types cannot see other processes. For the same reason, a panic that
-/// unwinds through a live window on one rank only (outside `write`, which keeps ranks
-/// in step) leaves that rank waiting in the window's drop for ranks that never come:
-/// build MPI programs with `panic = "abort"`, or let panics happen on every rank.
+/// forever; the types cannot see other processes.
+///
+/// A panic inside `write` on any rank makes every rank panic, and windows dropped
+/// while all unwind are freed as usual. A panic elsewhere, on one rank, cannot be
+/// matched by the others: a window dropped while that rank unwinds is not freed (that
+/// would wait forever for the other ranks), so the rank dies of the panic and the MPI
+/// job ends, instead of hanging. Catching such a panic and going on leaves the other
+/// ranks waiting at their next collective call on that window, as in MPI.
 ///
 /// A window leaked with `mem::forget` is never freed: its memory stays on every rank,
 /// and finalising MPI then stops the process (see [`Node`]'s warning).
@@ -156,6 +161,7 @@ impl Ask {
 impl<'node, T: Plain> SharedWindow<'node, T> {
     pub(crate) fn allocate(node: &'node Node, len: usize) -> Result<Self, Error> {
         raw::ready()?;
+        IN_STEP_PANIC.set(false);
         let asks = exchange(node, Ask::of::<T>(len))?;
         // This rank's own error first; else the first faulty rank's.
         let own = asks[node.rank()];
@@ -368,6 +374,7 @@ impl<'node, T: Plain> SharedWindow<'node, T> {
     /// resumed on the rank where it happened and every other rank panics too, so that
     /// all ranks stay in step.
     pub fn write<R>(&mut self, f: impl FnOnce(&mut [T]) -> R) -> R {
+        IN_STEP_PANIC.set(false);
         // Every rank has ended its reads: `&mut self` proves it for this rank, and the
         // barrier inside `synchronise` for the others.
         self.synchronise();
@@ -393,6 +400,9 @@ impl<'node, T: Plain> SharedWindow<'node, T> {
             )
         };
         raw::expect("MPI_Allreduce", rc);
+        // Every rank now unwinds together: windows dropped on the way are freed
+        // collectively (see `Drop`).
+        IN_STEP_PANIC.set(any != 0);
         match outcome {
             Err(payload) => panic::resume_unwind(payload),
             Ok(_) if any != 0 => panic!(
@@ -417,8 +427,20 @@ impl<'node, T: Plain> SharedWindow<'node, T> {
     }
 }
 
+thread_local! {
+    /// Whether the panic unwinding this thread, if any, was raised by `write` on every
+    /// rank of the node at once (cleared by the next collective call).
+    static IN_STEP_PANIC: Cell<bool> = const { Cell::new(false) };
+}
+
 impl<T: Plain> Drop for SharedWindow<'_, T> {
     fn drop(&mut self) {
+        if std::thread::panicking() && !IN_STEP_PANIC.get() {
+            // This rank alone is unwinding: freeing is collective and would wait for
+            // ranks that are elsewhere. The window stays (counted: finalising MPI then
+            // stops the process); a rank that dies of the panic ends the MPI job.
+            return;
+        }
         if raw::is_finalized() {
             // Not reached while the window is counted (finalising with live windows
             // aborts); kept so that no MPI call is ever made after finalisation.
