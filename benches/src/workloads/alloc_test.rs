@@ -28,7 +28,7 @@ impl Params {
     pub(crate) fn new(scale: Scale) -> Params {
         Params {
             slots: scale.pick(1_000, 20_000, 50_000, 100_000),
-            ops: scale.pick(10_000, 500_000, 2_000_000, 8_000_000),
+            ops: scale.pick(10_000, 500_000, 1_500_000, 6_000_000),
         }
     }
 }

@@ -21,7 +21,7 @@ pub(crate) struct Params {
 impl Params {
     pub(crate) fn new(scale: Scale) -> Params {
         Params {
-            batches: scale.pick(20, 500, 2_500, 10_000),
+            batches: scale.pick(20, 500, 1_500, 6_000),
         }
     }
 }
