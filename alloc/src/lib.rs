@@ -46,7 +46,9 @@ pub use self::binding::{current_arena, Binding};
 pub use self::bytes::Bytes;
 pub use self::error::Error;
 pub use self::global::{is_installed, ArenaAlloc};
-pub use self::memory::{flush_thread_cache, memory, peak_rss, reset_peak_rss, rss, trim, Memory};
+pub use self::memory::{
+    flush_thread_cache, memory, peak_rss, reset_peak_rss, rss, rss_of, trim, Memory,
+};
 pub use self::report::Report;
 pub use self::scope::{try_with_arena, with_arena, with_arena_report};
 

@@ -1,7 +1,7 @@
 //! Process memory: RSS from the kernel, jemalloc's own totals, and `trim`.
 
 use std::fmt;
-use std::io::Read;
+use std::io::{Read, Write};
 
 use crate::ctl::{self, ARENAS_ALL};
 use crate::{Bytes, Error};
@@ -87,11 +87,32 @@ fn read_proc<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b str> {
 
 /// The process's resident set size in bytes (0 where `/proc/self/statm` is unavailable).
 pub fn rss() -> usize {
+    statm_rss("/proc/self/statm").unwrap_or(0)
+}
+
+/// The resident set size in bytes of process `pid` (from `/proc/<pid>/statm`), or
+/// `None` if it cannot be read: the process has exited, or this is not Linux. For
+/// watching another process, as a benchmark runner watches its children.
+pub fn rss_of(pid: u32) -> Option<usize> {
+    // "/proc/" + at most 10 digits + "/statm", formatted on the stack.
+    let mut path = [0u8; 32];
+    let len = {
+        let mut cursor = std::io::Cursor::new(&mut path[..]);
+        write!(cursor, "/proc/{pid}/statm").ok()?;
+        cursor.position() as usize
+    };
+    statm_rss(std::str::from_utf8(&path[..len]).ok()?)
+}
+
+/// The RSS in bytes from a `statm` file (its second field, in pages).
+fn statm_rss(path: &str) -> Option<usize> {
     let mut buf = [0u8; 128];
-    let pages = read_proc("/proc/self/statm", &mut buf)
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
-        .unwrap_or(0);
-    pages * os_page_size()
+    parse_statm(read_proc(path, &mut buf)?, os_page_size())
+}
+
+fn parse_statm(statm: &str, page: usize) -> Option<usize> {
+    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * page)
 }
 
 /// The process's peak resident set size in bytes (`VmHWM`; 0 where unavailable).
@@ -161,6 +182,26 @@ pub fn flush_thread_cache() -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_statm() {
+        assert_eq!(
+            parse_statm("5000 1200 300 10 0 900 0\n", 4096),
+            Some(1200 * 4096)
+        );
+        assert_eq!(parse_statm("1 2", 16384), Some(2 * 16384));
+        assert_eq!(parse_statm("5000", 4096), None);
+        assert_eq!(parse_statm("a b c", 4096), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn reads_another_process_rss() {
+        let mine = rss_of(std::process::id()).unwrap();
+        assert!(mine > 0);
+        assert!(rss_of(0).is_none(), "pid 0 has no /proc entry");
+        assert!(rss_of(u32::MAX).is_none());
+    }
 
     #[test]
     fn parses_status_lines() {

@@ -1,6 +1,5 @@
 //! The RSS sampler: a child's resident set size over time, read from `/proc/<pid>/statm`.
 
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 /// One RSS reading.
@@ -19,11 +18,10 @@ pub struct Sample {
 /// matter how often it is called.
 #[derive(Debug)]
 pub struct Sampler {
-    path: String,
+    pid: u32,
     started: Instant,
     interval: Duration,
     next: Duration,
-    page: usize,
     samples: Vec<Sample>,
 }
 
@@ -36,11 +34,10 @@ impl Sampler {
     /// A sampler of process `pid`, every `interval`, timed from `started`.
     pub fn starting_at(pid: u32, interval: Duration, started: Instant) -> Sampler {
         Sampler {
-            path: format!("/proc/{pid}/statm"),
+            pid,
             started,
             interval,
             next: Duration::ZERO,
-            page: page_size(),
             samples: Vec::new(),
         }
     }
@@ -58,7 +55,7 @@ impl Sampler {
     /// due by then, and returns the time from `now` until the next one is.
     fn tick_at(&mut self, now: Duration) -> Duration {
         if now >= self.next {
-            if let Some(rss) = read_statm(&self.path, self.page) {
+            if let Some(rss) = arenapool_alloc::rss_of(self.pid) {
                 self.samples.push(Sample {
                     ms: now.as_millis() as u64,
                     rss,
@@ -83,56 +80,11 @@ impl Sampler {
     }
 }
 
-/// The RSS in bytes from the text of a `statm` file (its second field, in pages).
-pub(crate) fn parse_statm(statm: &str, page: usize) -> Option<usize> {
-    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * page)
-}
-
-fn read_statm(path: &str, page: usize) -> Option<usize> {
-    let mut buf = [0u8; 256];
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut len = 0;
-    loop {
-        match file.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-        if len == buf.len() {
-            break;
-        }
-    }
-    parse_statm(std::str::from_utf8(&buf[..len]).ok()?, page)
-}
-
-fn page_size() -> usize {
-    // SAFETY: `sysconf` has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(page).unwrap_or(4096)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
 
-    #[test]
-    fn parses_statm() {
-        assert_eq!(
-            parse_statm("5000 1200 300 10 0 900 0\n", 4096),
-            Some(1200 * 4096)
-        );
-        assert_eq!(parse_statm("1 2", 16384), Some(2 * 16384));
-        assert_eq!(parse_statm("5000", 4096), None);
-        assert_eq!(parse_statm("", 4096), None);
-        assert_eq!(parse_statm("a b c", 4096), None);
-    }
-
-    /// Samples are taken on the interval's grid, at most one per slot, missed slots
-    /// skipped rather than caught up; the clock is given, so nothing depends on how
-    /// fast this machine runs the test.
     #[test]
     fn samples_on_the_interval_grid() {
         let ms = Duration::from_millis;
@@ -186,12 +138,5 @@ mod tests {
         let before = sampler.samples().len();
         sampler.tick_at(Duration::from_secs(2));
         assert_eq!(sampler.samples().len(), before);
-    }
-
-    #[test]
-    fn reads_own_rss() {
-        let rss = read_statm("/proc/self/statm", page_size()).unwrap();
-        assert!(rss > 0);
-        assert_eq!(read_statm("/proc/0/statm", 4096), None);
     }
 }
