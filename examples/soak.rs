@@ -638,6 +638,18 @@ struct Soak {
     trimmed: AtomicUsize,
     /// Operations that ran without an arena (none should).
     no_arena: AtomicU64,
+    /// What each caller is doing, for the report of a hang.
+    doing: [Doing; CALLERS],
+    started: Instant,
+}
+
+/// The operation a caller runs: its kind plus one (0: none), key, and start in
+/// milliseconds since the soak started.
+#[derive(Default)]
+struct Doing {
+    kind: AtomicUsize,
+    key: AtomicU64,
+    since: AtomicU64,
 }
 
 impl Soak {
@@ -662,6 +674,8 @@ impl Soak {
             high_water: AtomicUsize::new(0),
             trimmed: AtomicUsize::new(0),
             no_arena: AtomicU64::new(0),
+            doing: Default::default(),
+            started: Instant::now(),
         })
     }
 
@@ -765,9 +779,31 @@ impl Soak {
         }
     }
 
+    fn millis(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// What each caller is doing: for the report of a hang.
+    fn callers_doing(&self) -> String {
+        let now = self.millis();
+        let mut out = String::new();
+        for (id, doing) in self.doing.iter().enumerate() {
+            let kind = doing.kind.load(Ordering::SeqCst);
+            let key = doing.key.load(Ordering::SeqCst);
+            let secs = now.saturating_sub(doing.since.load(Ordering::SeqCst)) as f64 / 1000.0;
+            let what = match Kind::ALL.get(kind.wrapping_sub(1)) {
+                Some(kind) => format!("in {} (key {key:#x}) for {secs:.1} s", kind.name()),
+                None => format!("between operations or at the checkpoint for {secs:.1} s"),
+            };
+            out += &format!("caller {id} {what}; ");
+        }
+        out
+    }
+
     /// Samples RSS for the high-water mark, stops runaway growth, and fails a run whose
     /// checkpoints stop coming.
     fn monitor(&self) {
+        let mut warned = false;
         loop {
             let rss = arenapool::rss();
             self.high_water.fetch_max(rss, Ordering::Relaxed);
@@ -786,10 +822,18 @@ impl Soak {
                 .elapsed();
             if since > HANG {
                 fail(format_args!(
-                    "no checkpoint for {since:?}: a thread is stuck"
+                    "no checkpoint for {since:.1?}: a thread is stuck; {}",
+                    self.callers_doing()
                 ));
                 std::process::exit(1);
             }
+            if since > HANG / 2 && !warned {
+                eprintln!(
+                    "soak: no checkpoint for {since:.1?}; {}",
+                    self.callers_doing()
+                );
+            }
+            warned = since > HANG / 2;
             if self.stop.load(Ordering::SeqCst) {
                 return;
             }
@@ -840,6 +884,7 @@ impl fmt::Display for Sample {
 /// One thread picking operations.
 struct Caller<'s> {
     soak: &'s Soak,
+    id: usize,
     rng: fastrand::Rng,
 }
 
@@ -847,6 +892,7 @@ impl<'s> Caller<'s> {
     fn new(soak: &'s Soak, seed: u64, id: usize) -> Caller<'s> {
         Caller {
             soak,
+            id,
             rng: fastrand::Rng::with_seed(mix(seed, id as u64)),
         }
     }
@@ -856,7 +902,13 @@ impl<'s> Caller<'s> {
         self.epochs(|caller| {
             let kind = Kind::pick(&mut caller.rng);
             let key = caller.rng.u64(..);
+            let doing = &caller.soak.doing[caller.id];
+            doing.key.store(key, Ordering::SeqCst);
+            doing.since.store(caller.soak.millis(), Ordering::SeqCst);
+            doing.kind.store(kind as usize + 1, Ordering::SeqCst);
             let done = panic::catch_unwind(AssertUnwindSafe(|| caller.op(kind, key)));
+            doing.since.store(caller.soak.millis(), Ordering::SeqCst);
+            doing.kind.store(0, Ordering::SeqCst);
             if done.is_err() {
                 // The hook has recorded it if it was not one of ours.
                 fail(format_args!(
