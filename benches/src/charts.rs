@@ -29,6 +29,7 @@ fn color(contender: Contender) -> RGBColor {
         Contender::Snmalloc => RGBColor(227, 119, 194),
         Contender::Tcmalloc => RGBColor(127, 127, 127),
         Contender::Arenapool => RGBColor(44, 160, 44),
+        Contender::ArenapoolWarm => RGBColor(152, 223, 138),
     }
 }
 

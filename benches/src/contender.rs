@@ -59,11 +59,18 @@ pub enum Contender {
     Tcmalloc,
     /// `arenapool_alloc::ArenaAlloc`; parallel phases run in an `ArenaPool`.
     Arenapool,
+    /// As [`Arenapool`](Contender::Arenapool), with the pool built with
+    /// `keep_warm(`[`ARENAPOOL_KEEP_WARM`]`)`: free pages stay for the next job until
+    /// the pool has been idle that long.
+    ArenapoolWarm,
 }
+
+/// The idle time after which the `arenapool-warm` contender's pool gives its pages back.
+pub const ARENAPOOL_KEEP_WARM: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Contender {
     /// Every contender, in the order tables and charts show them.
-    pub const ALL: [Contender; 12] = [
+    pub const ALL: [Contender; 13] = [
         Contender::Glibc,
         Contender::GlibcTrim,
         Contender::GlibcTrim64k,
@@ -76,6 +83,7 @@ impl Contender {
         Contender::Snmalloc,
         Contender::Tcmalloc,
         Contender::Arenapool,
+        Contender::ArenapoolWarm,
     ];
 
     /// The contender's name, as given to `--contenders`.
@@ -93,6 +101,7 @@ impl Contender {
             Contender::Snmalloc => "snmalloc",
             Contender::Tcmalloc => "tcmalloc",
             Contender::Arenapool => "arenapool",
+            Contender::ArenapoolWarm => "arenapool-warm",
         }
     }
 
@@ -124,6 +133,10 @@ impl Contender {
             Contender::Arenapool => {
                 "arenapool (jemalloc 5.3), defaults; parallel phases are ArenaPool jobs, \
                  threads it does not own run in with_arena"
+            }
+            Contender::ArenapoolWarm => {
+                "arenapool as above, the pool built with keep_warm(1 s): free pages kept \
+                 between jobs, given back after 1 s idle"
             }
         }
     }
@@ -168,7 +181,15 @@ impl Contender {
 
     /// Whether the contender's parallel phases run in an `ArenaPool`.
     pub(crate) fn uses_arenas(self) -> bool {
-        self == Contender::Arenapool
+        matches!(self, Contender::Arenapool | Contender::ArenapoolWarm)
+    }
+
+    /// How long the contender's `ArenaPool` keeps free pages after a job (zero: none).
+    pub(crate) fn keep_warm(self) -> std::time::Duration {
+        match self {
+            Contender::ArenapoolWarm => ARENAPOOL_KEEP_WARM,
+            _ => std::time::Duration::ZERO,
+        }
     }
 
     /// Checks, inside the child, that the allocator configuration is the one claimed,
@@ -187,7 +208,7 @@ impl Contender {
                     ))
                 }
             }
-            Contender::Arenapool if !arenapool_alloc::is_installed() => {
+            Contender::Arenapool | Contender::ArenapoolWarm if !arenapool_alloc::is_installed() => {
                 Err("the arenapool contender runs without ArenaAlloc installed".to_owned())
             }
             _ => Ok(()),

@@ -33,7 +33,7 @@ impl Executor {
     ///
     /// A pool could not be built (the message says why).
     pub fn new(contender: Contender, threads: usize) -> Result<Executor, String> {
-        let streams = arena::Pool::new(threads, window(threads))?;
+        let streams = arena::Pool::new(threads, window(threads), contender.keep_warm())?;
         let inner = if contender.uses_arenas() {
             Inner::Arena
         } else {

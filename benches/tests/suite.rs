@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const CONTENDERS: [&str; 12] = [
+const CONTENDERS: [&str; 13] = [
     "glibc",
     "glibc-trim",
     "glibc-trim64k",
@@ -18,6 +18,7 @@ const CONTENDERS: [&str; 12] = [
     "snmalloc",
     "tcmalloc",
     "arenapool",
+    "arenapool-warm",
 ];
 
 /// The contenders this build has; the others are optional features.

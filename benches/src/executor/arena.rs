@@ -1,5 +1,7 @@
 //! The `ArenaPool` of a child: every call into `arenapool-pool` is in this module.
 
+use std::time::Duration;
+
 use arenapool_pool::ArenaPool;
 
 /// An [`ArenaPool`]: every parallel phase is one job in an arena of its own, purged
@@ -9,10 +11,11 @@ use arenapool_pool::ArenaPool;
 pub(super) struct Pool(ArenaPool);
 
 impl Pool {
-    pub(super) fn new(threads: usize, window: usize) -> Result<Pool, String> {
+    pub(super) fn new(threads: usize, window: usize, keep_warm: Duration) -> Result<Pool, String> {
         ArenaPool::builder()
             .num_threads(threads)
             .stream_window(window)
+            .keep_warm(keep_warm)
             .build()
             .map(Pool)
             .map_err(|e| format!("cannot build the arena pool: {e}"))
