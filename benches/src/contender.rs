@@ -59,9 +59,9 @@ pub enum Contender {
     Tcmalloc,
     /// `arenapool_alloc::ArenaAlloc`; parallel phases run in an `ArenaPool`.
     Arenapool,
-    /// As [`Arenapool`](Contender::Arenapool), with the pool built with
-    /// `keep_warm(`[`ARENAPOOL_KEEP_WARM`]`)`: free pages stay for the next job until
-    /// the pool has been idle that long.
+    /// As [`Arenapool`](Contender::Arenapool), with the pool built with `keep_warm` of
+    /// one second: free pages stay for the next job until the pool has been idle that
+    /// long.
     ArenapoolWarm,
 }
 
