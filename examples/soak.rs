@@ -1148,23 +1148,28 @@ impl<'s> Caller<'s> {
         }
     }
 
-    /// Pool A's tasks run jobs on pool B (a worker of one pool waiting on another), or a
-    /// stream on pool A is consumed on pool B's worker.
+    /// Pool B's tasks run jobs on pool A (a worker of one pool waiting on another), or
+    /// pool B's worker consumes a stream on pool A.
+    ///
+    /// The calls go one way, from B to A. Calls both ways deadlock: a worker of A that
+    /// waits (in a `join`, say) runs other work of A meanwhile, as rayon does, and if
+    /// that work waits for B while B's only worker is blocked in `MapStream::next`
+    /// waiting for A's task underneath it, neither pool moves again (found by this soak;
+    /// a blocked `next` does not run its own pool's work, as a rayon worker's wait does).
     fn cross_pool(&mut self, key: u64) {
         let (a, b) = (&self.soak.a, &self.soak.b);
+        let arenas = a.arena_indices();
         if self.rng.bool() {
             let tasks = self.rng.usize(1..9);
-            let b_arenas = b.arena_indices();
-            let blocks: Vec<Block> = a.run(|| {
+            let blocks: Vec<Block> = b.run(|| {
                 (0..tasks)
                     .into_par_iter()
-                    .map(|i| b.run(|| pool_task(key, i, &b_arenas)))
+                    .map(|i| a.run(|| pool_task(key, i, &arenas)))
                     .collect()
             });
             self.check_results(key, blocks, tasks, "cross_pool result");
         } else {
             let n = self.rng.usize(1..24);
-            let arenas = a.arena_indices();
             let blocks: Vec<Block> = b.run(|| {
                 a.map_stream(0..n, move |i| pool_task(key, i, &arenas))
                     .collect()
