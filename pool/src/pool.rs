@@ -232,6 +232,14 @@ impl ArenaPool {
     /// let sums: Vec<f64> = pool.map_stream(table.iter(), |x| x * 2.0).collect();
     /// ```
     ///
+    /// # Warning: waiting blocks the consuming thread
+    ///
+    /// `next` waits for its result by blocking the calling thread (on one of this
+    /// pool's own workers it computes a queued task instead). On a worker of *another*
+    /// rayon pool, that worker is blocked meanwhile, as by any blocking call: if the
+    /// stream's tasks in turn wait for work of that other pool (a `run` on it, say),
+    /// the two pools can deadlock. Let calls between two pools go one way only.
+    ///
     /// # Warning: a stream is a running job
     ///
     /// While the iterator exists, the pool's arenas keep freed pages for reuse, as for
