@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::{memory, Arena, Bytes};
+use crate::{ctl, memory, Arena, Bytes};
 
 /// What one scope or job did to memory: RSS before and after, the bytes its arena gave
 /// back to the OS, and where the time went.
@@ -76,10 +76,16 @@ impl Report {
         work: impl FnOnce() -> W,
         give_back: impl FnOnce(W) -> R,
     ) -> (R, Report) {
+        // One statistics refresh per reading, whatever the number of arenas (it costs
+        // time in proportion to the arenas in the process); an arena whose counter
+        // cannot be read counts 0, as a failed refresh makes every one count.
         let returned_so_far = || -> usize {
+            if arenas.is_empty() || ctl::refresh_stats().is_err() {
+                return 0;
+            }
             arenas
                 .iter()
-                .map(|arena| arena.returned_total().unwrap_or(0))
+                .map(|arena| ctl::arena_purged_bytes(arena.index()).unwrap_or(0))
                 .fold(0, usize::saturating_add)
         };
         let rss_before = memory::rss();
