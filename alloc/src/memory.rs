@@ -152,6 +152,9 @@ fn os_page_size() -> usize {
 /// figure comes from jemalloc's purge counters, as [`Arena::purge`](crate::Arena::purge)'s
 /// does: pages another thread purged in the meantime count too.
 ///
+/// Arenas are purged one at a time. A scope or job ending on another thread while
+/// `trim` purges its arena waits for that purge, then gives back what it freed.
+///
 /// # Errors
 ///
 /// A jemalloc control call failed (not expected in practice).
