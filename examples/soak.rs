@@ -8,7 +8,7 @@
 //! Three caller threads each pick operations at random, with no pause between them:
 //! nested `with_arena` scopes (some of which panic, caught at a random depth),
 //! `with_arena_report`, a hand-made `Arena`, jobs on two pools (one of them with
-//! `keep_warm`) with scopes inside tasks and calls from one pool into the other, reports,
+//! `keep_warm`) with scopes inside tasks and calls between the pools both ways, reports,
 //! jobs that panic, `map_stream` consumed whole, dropped early or panicking, consumed on
 //! the calling thread, inside a scope, or on a worker of the other pool, `trim()` and
 //! `memory()`. Half of the results escape into a shared bin, from which other callers
@@ -623,8 +623,8 @@ impl Kind {
 
 /// What the threads share.
 struct Soak {
-    a: ArenaPool,
-    b: ArenaPool,
+    a: Arc<ArenaPool>,
+    b: Arc<ArenaPool>,
     bin: Bin,
     ops: [AtomicU64; Kind::ALL.len()],
     /// The callers are to stop at the next checkpoint.
@@ -655,15 +655,19 @@ struct Doing {
 impl Soak {
     fn new() -> Result<Soak, arenapool::BuildError> {
         Ok(Soak {
-            a: ArenaPool::builder()
-                .num_threads(POOL_A_THREADS)
-                .thread_name(|i| format!("soak-a-{i}"))
-                .build()?,
-            b: ArenaPool::builder()
-                .num_threads(POOL_B_THREADS)
-                .thread_name(|i| format!("soak-b-{i}"))
-                .keep_warm(KEEP_WARM)
-                .build()?,
+            a: Arc::new(
+                ArenaPool::builder()
+                    .num_threads(POOL_A_THREADS)
+                    .thread_name(|i| format!("soak-a-{i}"))
+                    .build()?,
+            ),
+            b: Arc::new(
+                ArenaPool::builder()
+                    .num_threads(POOL_B_THREADS)
+                    .thread_name(|i| format!("soak-b-{i}"))
+                    .keep_warm(KEEP_WARM)
+                    .build()?,
+            ),
             bin: Bin::new(),
             ops: Default::default(),
             checkpoint: AtomicBool::new(false),
@@ -1148,30 +1152,39 @@ impl<'s> Caller<'s> {
         }
     }
 
-    /// Pool B's tasks run jobs on pool A (a worker of one pool waiting on another), or
-    /// pool B's worker consumes a stream on pool A.
-    ///
-    /// The calls go one way, from B to A. Calls both ways deadlock: a worker of A that
-    /// waits (in a `join`, say) runs other work of A meanwhile, as rayon does, and if
-    /// that work waits for B while B's only worker is blocked in `MapStream::next`
-    /// waiting for A's task underneath it, neither pool moves again (found by this soak;
-    /// a blocked `next` does not run its own pool's work, as a rayon worker's wait does).
+    /// Calls between the two pools, either way: one pool's tasks run jobs on the other
+    /// (a worker of one pool waiting on another), or one pool's worker consumes a
+    /// stream on the other, whose tasks may run jobs back on the consumer's pool (the
+    /// consumer, waiting for them, must run those jobs: pool B has one worker).
     fn cross_pool(&mut self, key: u64) {
-        let (a, b) = (&self.soak.a, &self.soak.b);
-        let arenas = a.arena_indices();
+        let (outer, inner) = if self.rng.bool() {
+            (&self.soak.b, &self.soak.a)
+        } else {
+            (&self.soak.a, &self.soak.b)
+        };
+        let arenas = inner.arena_indices();
         if self.rng.bool() {
             let tasks = self.rng.usize(1..9);
-            let blocks: Vec<Block> = b.run(|| {
+            let blocks: Vec<Block> = outer.run(|| {
                 (0..tasks)
                     .into_par_iter()
-                    .map(|i| a.run(|| pool_task(key, i, &arenas)))
+                    .map(|i| inner.run(|| pool_task(key, i, &arenas)))
                     .collect()
             });
             self.check_results(key, blocks, tasks, "cross_pool result");
         } else {
             let n = self.rng.usize(1..24);
-            let blocks: Vec<Block> = b.run(|| {
-                a.map_stream(0..n, move |i| pool_task(key, i, &arenas))
+            let call_back = self.rng.bool();
+            let (back, back_arenas) = (Arc::clone(outer), outer.arena_indices());
+            let blocks: Vec<Block> = outer.run(|| {
+                inner
+                    .map_stream(0..n, move |i| {
+                        if call_back {
+                            back.run(|| pool_task(key, i, &back_arenas))
+                        } else {
+                            pool_task(key, i, &arenas)
+                        }
+                    })
                     .collect()
             });
             self.check_results(key, blocks, n, "cross_pool stream result");

@@ -232,13 +232,15 @@ impl ArenaPool {
     /// let sums: Vec<f64> = pool.map_stream(table.iter(), |x| x * 2.0).collect();
     /// ```
     ///
-    /// # Warning: waiting blocks the consuming thread
+    /// # Consuming on a worker thread
     ///
-    /// `next` waits for its result by blocking the calling thread (on one of this
-    /// pool's own workers it computes a queued task instead). On a worker of *another*
-    /// rayon pool, that worker is blocked meanwhile, as by any blocking call: if the
-    /// stream's tasks in turn wait for work of that other pool (a `run` on it, say),
-    /// the two pools can deadlock. Let calls between two pools go one way only.
+    /// On a thread that is not a rayon worker, `next` and the stream's `Drop` block
+    /// while they wait for tasks. On one of this pool's workers `next` computes a
+    /// queued task itself; on a worker of any rayon pool, this one or another, both keep
+    /// running that pool's jobs while they wait, as rayon's own waits do, so a stream
+    /// whose tasks call back into the consumer's pool (a `run` on it) finishes even if
+    /// that pool has a single worker. Such a waiting worker looks for new jobs of its
+    /// pool at least every millisecond.
     ///
     /// # Warning: a stream is a running job
     ///

@@ -7,8 +7,9 @@ use std::mem;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
+use std::time::Duration;
 
-use rayon::ThreadPool;
+use rayon::{ThreadPool, Yield};
 
 use crate::job::Job;
 
@@ -65,6 +66,9 @@ struct State<X, T> {
     /// The stream ended: tasks not yet started must not start, results not yet stored
     /// are dropped by the task that computed them.
     stopped: bool,
+    /// Bumped by every task that finishes, so that a waiter which let go of the lock
+    /// can tell whether it missed a change.
+    changes: u64,
 }
 
 enum Slot<X, T> {
@@ -79,12 +83,38 @@ impl<X, T> Shared<X, T> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn wait<'a>(&self, state: MutexGuard<'a, State<X, T>>) -> MutexGuard<'a, State<X, T>> {
+    /// Waits until a task finishes (or, on a thread of a rayon pool, until it may have).
+    ///
+    /// A thread of a rayon pool, this stream's or any other, must not simply block: a
+    /// task of the stream may be waiting for a job only that pool can run (a task that
+    /// calls [`ArenaPool::run`](crate::ArenaPool::run) on the pool the stream is
+    /// consumed on, say, whose one worker is this thread). Such a thread runs its
+    /// pool's pending jobs while it waits, as rayon's own waits do, and when there are
+    /// none it sleeps until a task finishes or [`POLL`] has passed.
+    fn wait<'a>(&'a self, state: MutexGuard<'a, State<X, T>>) -> MutexGuard<'a, State<X, T>> {
+        if rayon::current_thread_index().is_none() {
+            return self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        let seen = state.changes;
+        drop(state);
+        let ran_a_job = rayon::yield_now() == Some(Yield::Executed);
+        let state = self.state();
+        if ran_a_job || state.changes != seen {
+            return state;
+        }
         self.changed
-            .wait(state)
+            .wait_timeout(state, POLL)
             .unwrap_or_else(PoisonError::into_inner)
+            .0
     }
 }
+
+/// How long a thread of a rayon pool waiting for a stream's result sleeps, at most,
+/// before it looks for jobs of its own pool again.
+const POLL: Duration = Duration::from_millis(1);
 
 /// One task: computes the result for input number `seq`, unless the stream stopped or
 /// the consumer took the input first.
@@ -120,6 +150,7 @@ fn run_task<X, T>(shared: &Shared<X, T>, seq: u64) {
         state.slots[at] = Slot::Done(result);
     }
     state.running -= 1;
+    state.changes = state.changes.wrapping_add(1);
     drop(state);
     shared.changed.notify_all();
 }
@@ -154,6 +185,7 @@ where
                     slots: VecDeque::new(),
                     running: 0,
                     stopped: false,
+                    changes: 0,
                 }),
                 changed: Condvar::new(),
             }),

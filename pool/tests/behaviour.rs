@@ -306,6 +306,74 @@ fn a_stream_inside_a_job_makes_progress_on_one_thread() {
     }
 }
 
+/// A stream consumed on the only worker of another pool, whose tasks call `run` on that
+/// pool: the consumer must run those jobs while it waits for results (a worker that
+/// blocked would wait forever), and again while dropping the stream early waits for its
+/// running tasks.
+#[test]
+fn a_stream_consumed_on_another_pools_worker_whose_tasks_call_that_pool() {
+    // All 32 tasks call the consumer's pool while it consumes every result.
+    let sum = returns("a stream whose tasks call its consumer's pool", || {
+        let producer = pool(2);
+        let consumer = Arc::new(pool(1));
+        let called = Arc::clone(&consumer);
+        let sum: u32 = consumer.run(|| {
+            producer
+                .map_stream(0..32u32, move |i| called.run(|| i * 2))
+                .sum()
+        });
+        assert!(
+            format!("{producer:?}").contains("running: 0"),
+            "{producer:?}"
+        );
+        sum
+    });
+    assert_eq!(sum, 32 * 31);
+
+    // Three results are consumed, then the stream is dropped; the tasks that are running
+    // by then call the consumer's pool only once it has stopped consuming. (The first
+    // three compute alone: a task waiting in `run` may be handed another task by rayon,
+    // and one blocked on the gate above it would never let it return.)
+    let sum = returns(
+        "dropping a stream whose tasks call its consumer's pool",
+        || {
+            let producer = ArenaPool::builder()
+                .num_threads(2)
+                .stream_window(4)
+                .build()
+                .unwrap();
+            let consumer = Arc::new(pool(1));
+            let stopped_consuming = Arc::new(Gate::default());
+            let (called, gate) = (Arc::clone(&consumer), Arc::clone(&stopped_consuming));
+            let sum: u32 = consumer.run(|| {
+                producer
+                    .map_stream(0..32u32, move |i| {
+                        if i < 3 {
+                            return i * 2;
+                        }
+                        gate.wait();
+                        called.run(|| i * 2)
+                    })
+                    .enumerate()
+                    .inspect(|&(n, _)| {
+                        if n == 2 {
+                            stopped_consuming.open();
+                        }
+                    })
+                    .take(3)
+                    .map(|(_, x)| x)
+                    .sum()
+            });
+            assert!(
+                format!("{producer:?}").contains("running: 0"),
+                "{producer:?}"
+            );
+            sum
+        },
+    );
+    assert_eq!(sum, 6);
+}
+
 #[test]
 fn a_stream_task_panic_surfaces_in_order_and_stops_the_stream() {
     let pool = ArenaPool::builder()
