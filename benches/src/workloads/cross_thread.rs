@@ -23,7 +23,7 @@ pub(crate) struct Params {
 impl Params {
     pub(crate) fn new(scale: Scale) -> Params {
         Params {
-            objects: scale.pick(20_000, 2_000_000, 5_000_000, 10_000_000),
+            objects: scale.pick(20_000, 2_000_000, 3_500_000, 10_000_000),
         }
     }
 }

@@ -24,7 +24,7 @@ impl Params {
         Params {
             slots: scale.pick(1_000, 10_000, 20_000, 40_000),
             rounds: scale.pick(4, 10, 10, 20),
-            ops: scale.pick(10_000, 100_000, 500_000, 1_000_000),
+            ops: scale.pick(10_000, 100_000, 350_000, 1_000_000),
         }
     }
 }

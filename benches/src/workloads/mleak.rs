@@ -23,7 +23,7 @@ pub(crate) struct Params {
 impl Params {
     pub(crate) fn new(scale: Scale) -> Params {
         Params {
-            rounds: scale.pick(10, 40, 80, 200),
+            rounds: scale.pick(10, 40, 60, 200),
             objects: scale.pick(1_000, 5_000, 5_000, 10_000),
         }
     }

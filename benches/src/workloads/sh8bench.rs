@@ -21,7 +21,7 @@ pub(crate) struct Params {
 impl Params {
     pub(crate) fn new(scale: Scale) -> Params {
         Params {
-            batches: scale.pick(20, 250, 600, 2_400),
+            batches: scale.pick(20, 250, 450, 2_400),
         }
     }
 }
