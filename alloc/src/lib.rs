@@ -52,6 +52,11 @@ pub use self::memory::{
 pub use self::report::Report;
 pub use self::scope::{try_with_arena, with_arena, with_arena_report};
 
+// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
 // The crate's own unit tests run under the allocator they test.
 #[cfg(test)]
 #[global_allocator]

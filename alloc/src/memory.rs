@@ -53,6 +53,13 @@ impl fmt::Display for Memory {
 ///
 /// Refreshes jemalloc's statistics, which takes time in proportion to the number of
 /// arenas (microseconds for a few dozen). Figures that cannot be read are 0.
+///
+/// # Warning: a snapshot taken while other threads allocate
+///
+/// jemalloc sums its figures arena by arena, and RSS is read from the kernel after
+/// them, so while other threads allocate and free the figures need not agree with
+/// each other: `allocated` was seen a few hundred KiB above `active`. They are exact
+/// relative to each other only when nothing else runs.
 pub fn memory() -> Memory {
     let totals = ctl::refresh_stats()
         .and_then(|()| ctl::totals())

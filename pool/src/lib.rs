@@ -54,3 +54,8 @@ pub use self::builder::ArenaPoolBuilder;
 pub use self::error::BuildError;
 pub use self::pool::ArenaPool;
 pub use self::stream::MapStream;
+
+// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
