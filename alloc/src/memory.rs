@@ -201,6 +201,7 @@ mod tests {
         );
         assert_eq!(parse_statm("1 2", 16384), Some(2 * 16384));
         assert_eq!(parse_statm("5000", 4096), None);
+        assert_eq!(parse_statm("", 4096), None);
         assert_eq!(parse_statm("a b c", 4096), None);
     }
 

@@ -85,6 +85,9 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
 
+    /// Samples are taken on the interval's grid, at most one per slot, missed slots
+    /// skipped rather than caught up; the clock is given, so nothing depends on how
+    /// fast this machine runs the test.
     #[test]
     fn samples_on_the_interval_grid() {
         let ms = Duration::from_millis;
