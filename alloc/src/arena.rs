@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::binding::Binding;
 use crate::global::ensure_bindable;
 use crate::recycler::{self, Decay, Slot};
-use crate::{ctl, Error};
+use crate::{ctl, purge, Error};
 
 /// A jemalloc arena that threads can be bound to, and whose free pages can be given
 /// back to the OS.
@@ -149,7 +149,7 @@ impl Arena {
     pub fn purge(&self) -> Result<usize, Error> {
         let before = self.returned_total()?;
         ctl::thread_tcache_flush()?;
-        ctl::arena_purge(self.index())?;
+        purge::purge(self.index())?;
         Ok(self.returned_total()?.saturating_sub(before))
     }
 

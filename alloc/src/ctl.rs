@@ -12,7 +12,8 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 use std::ptr;
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::AtomicUsize;
+use std::sync::OnceLock;
 
 use tikv_jemalloc_sys as ffi;
 
@@ -159,6 +160,8 @@ struct Mibs {
     arenas_create: Mib<2>,
     arenas_narenas: Mib<2>,
     arena_purge: Mib<3>,
+    arena_extent_hooks: Mib<3>,
+    arena_pactivep: Mib<4>,
     arena_dirty_decay_ms: Mib<3>,
     arena_muzzy_decay_ms: Mib<3>,
     arena_dirty_purged: Mib<4>,
@@ -171,6 +174,9 @@ struct Mibs {
     metadata: Mib<2>,
     /// jemalloc's page size.
     page: usize,
+    /// The smallest size jemalloc serves with an extent of its own (a large size
+    /// class) rather than a slot in a slab.
+    large_min: usize,
     /// `opt.percpu_arena` is set: jemalloc ties threads to per-CPU arenas and refuses
     /// to move them back from a manual arena to an automatic one.
     percpu_arena: bool,
@@ -179,6 +185,7 @@ struct Mibs {
 impl Mibs {
     fn lookup() -> CtlResult<Self> {
         let page = Mib::<2>::lookup(c"arenas.page")?;
+        let large_min = Mib::<4>::lookup(c"arenas.lextent.0.size")?;
         let percpu = Mib::<2>::lookup(c"opt.percpu_arena")?;
         Ok(Mibs {
             thread_arena: Mib::lookup(c"thread.arena")?,
@@ -189,6 +196,8 @@ impl Mibs {
             arenas_create: Mib::lookup(c"arenas.create")?,
             arenas_narenas: Mib::lookup(c"arenas.narenas")?,
             arena_purge: Mib::lookup(c"arena.0.purge")?,
+            arena_extent_hooks: Mib::lookup(c"arena.0.extent_hooks")?,
+            arena_pactivep: Mib::lookup(c"experimental.arenas.0.pactivep")?,
             arena_dirty_decay_ms: Mib::lookup(c"arena.0.dirty_decay_ms")?,
             arena_muzzy_decay_ms: Mib::lookup(c"arena.0.muzzy_decay_ms")?,
             arena_dirty_purged: Mib::lookup(c"stats.arenas.0.dirty_purged")?,
@@ -201,6 +210,8 @@ impl Mibs {
             metadata: Mib::lookup(c"stats.metadata")?,
             // SAFETY: `arenas.page` is a `size_t`.
             page: unsafe { page.read::<usize>()? },
+            // SAFETY: `arenas.lextent.<i>.size` is a `size_t`.
+            large_min: unsafe { large_min.read::<usize>()? },
             percpu_arena: {
                 // SAFETY: `opt.percpu_arena` is a `const char *`.
                 let name = unsafe { percpu.read::<*const c_char>()? };
@@ -304,11 +315,71 @@ pub(crate) fn thread_counters() -> CtlResult<(u64, u64)> {
     }
 }
 
-/// Creates a new manual arena and returns its index.
-pub(crate) fn arenas_create() -> CtlResult<u32> {
-    // SAFETY: `arenas.create` reads an `unsigned`; called without a new value (no
-    // custom extent hooks).
-    unsafe { mibs()?.arenas_create.read::<c_uint>() }
+/// Creates a new manual arena whose extent hooks are `hooks`, and returns its index.
+///
+/// # Safety
+/// `hooks` must point to a valid `extent_hooks_t` that lives, unchanged, for the rest of
+/// the process (jemalloc keeps the pointer and arenas are never destroyed).
+pub(crate) unsafe fn arenas_create(hooks: *mut ffi::extent_hooks_t) -> CtlResult<u32> {
+    let m = mibs()?;
+    let mut index: c_uint = 0;
+    let mut len = size_of::<c_uint>();
+    let mut hooks = hooks;
+    // SAFETY: `arenas.create` reads an `unsigned` and takes an `extent_hooks_t *`,
+    // whose validity and lifetime the caller vouches for.
+    unsafe {
+        m.arenas_create.call(
+            (&mut index as *mut c_uint).cast(),
+            &mut len,
+            (&mut hooks as *mut *mut ffi::extent_hooks_t).cast(),
+            size_of::<*mut ffi::extent_hooks_t>(),
+        )?
+    };
+    Ok(index)
+}
+
+/// jemalloc's own extent hooks, which every arena has unless created with others.
+pub(crate) fn default_extent_hooks() -> CtlResult<ffi::extent_hooks_t> {
+    // Arena 0 always exists and this crate never gives it hooks of its own.
+    // SAFETY: `arena.<i>.extent_hooks` is an `extent_hooks_t *`.
+    let hooks = unsafe {
+        mibs()?
+            .arena_extent_hooks
+            .read::<*mut ffi::extent_hooks_t>()?
+    };
+    if hooks.is_null() {
+        return Err(CtlError {
+            name: "arena.<i>.extent_hooks",
+            errno: libc::EFAULT,
+        });
+    }
+    // SAFETY: jemalloc returns a pointer to a live hooks table (its static default
+    // one); the table is plain function pointers, copied out.
+    Ok(unsafe { *hooks })
+}
+
+/// Where jemalloc keeps arena `index`'s count of active pages (pages of live
+/// allocations, and of slabs with any object allocated or in a thread's cache). The
+/// address is the arena's for the life of the process; the count is updated with
+/// atomic operations, before a freed extent is handed to the arena's free pages.
+pub(crate) fn arena_active_pages(index: u32) -> CtlResult<&'static AtomicUsize> {
+    // SAFETY: `experimental.arenas.<i>.pactivep` is a `size_t *`.
+    let count = unsafe { mibs()?.arena_pactivep.at(2, index).read::<*mut usize>()? };
+    if count.is_null() {
+        return Err(CtlError {
+            name: "experimental.arenas.<i>.pactivep",
+            errno: libc::EFAULT,
+        });
+    }
+    // SAFETY: jemalloc returns the address of the arena's `size_t` counter, which it
+    // only ever reads and writes with atomic operations of that size; arenas are never
+    // destroyed, so it stays valid.
+    Ok(unsafe { AtomicUsize::from_ptr(count) })
+}
+
+/// The smallest allocation jemalloc serves with an extent of its own.
+pub(crate) fn large_min() -> CtlResult<usize> {
+    Ok(mibs()?.large_min)
 }
 
 /// How many arena indices exist in the process (automatic and manual).
@@ -317,42 +388,14 @@ pub(crate) fn arenas_count() -> CtlResult<u32> {
     unsafe { mibs()?.arenas_narenas.read::<c_uint>() }
 }
 
-/// One lock per arena index, held by every call here that purges that arena.
-///
-/// jemalloc lets one purge of an arena's dirty pages run at a time, and a purge asked
-/// for while another is under way returns at once, having done nothing. The one under
-/// way only covers the pages that were free when it started. So without this lock a
-/// scope ending while another thread runs [`crate::trim`] could give back none of the
-/// pages its work had just freed (seen: 0 B of 7.5 MiB), which would stay resident
-/// until the arena was next purged. Held, a purge waits for ours to finish and then
-/// does its own. (Purges jemalloc starts by itself, when something is freed into an
-/// arena whose dirty decay is 0, are not covered; this crate's arenas are at -1 while
-/// work is bound to them, so none can start during that work.)
-static PURGING: [Mutex<()>; ARENAS_ALL as usize] = [const { Mutex::new(()) }; ARENAS_ALL as usize];
-
-fn purging(index: u32) -> MutexGuard<'static, ()> {
-    // Nothing panics while a purge lock is held; a poisoned one protects nothing
-    // inconsistent.
-    PURGING[index as usize]
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Returns all of arena `index`'s unused dirty and muzzy pages to the OS
-/// (`MADV_DONTNEED`). [`ARENAS_ALL`] purges every arena, one after the other.
+/// (`MADV_DONTNEED`), unless a purge of that arena is already under way: jemalloc then
+/// returns at once, having done nothing. `crate::purge` makes sure a purge ran.
+///
+/// For an index with no arena (an automatic one no thread has used yet) it does
+/// nothing and succeeds.
 pub(crate) fn arena_purge(index: u32) -> CtlResult<()> {
-    let mib = mibs()?.arena_purge;
-    if index != ARENAS_ALL {
-        let _purging = purging(index);
-        return mib.at(1, index).act();
-    }
-    // `arena.<i>.purge` for an index with no arena (an automatic one no thread has
-    // used yet) does nothing and succeeds.
-    for i in 0..arenas_count()?.min(ARENAS_ALL) {
-        let _purging = purging(i);
-        mib.at(1, i).act()?;
-    }
-    Ok(())
+    mibs()?.arena_purge.at(1, index).act()
 }
 
 /// Which of an arena's two decay times a call sets.
@@ -370,14 +413,14 @@ pub(crate) enum Pages {
 }
 
 /// Sets arena `index`'s dirty or muzzy decay time, in milliseconds (-1: never).
+/// Setting 0 purges the arena's pages of that kind, as [`arena_purge`] does (with the
+/// same exception).
 pub(crate) fn arena_set_decay(index: u32, pages: Pages, decay_ms: isize) -> CtlResult<()> {
     let m = mibs()?;
     let mib = match pages {
         Pages::Dirty => m.arena_dirty_decay_ms,
         Pages::Muzzy => m.arena_muzzy_decay_ms,
     };
-    // Setting 0 purges the arena's pages of that kind.
-    let _purging = (decay_ms == 0).then(|| purging(index));
     // SAFETY: `arena.<i>.{dirty,muzzy}_decay_ms` are `ssize_t`.
     unsafe { mib.at(1, index).write::<isize>(decay_ms) }
 }

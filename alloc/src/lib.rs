@@ -37,6 +37,7 @@ mod ctl;
 mod error;
 mod global;
 mod memory;
+mod purge;
 mod recycler;
 mod report;
 mod scope;

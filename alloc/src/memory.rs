@@ -4,7 +4,7 @@ use std::fmt;
 use std::io::{Read, Write};
 
 use crate::ctl::{self, ARENAS_ALL};
-use crate::{Bytes, Error};
+use crate::{purge, Bytes, Error};
 
 /// A snapshot of the process's memory, from the kernel and from jemalloc.
 ///
@@ -169,7 +169,7 @@ pub fn trim() -> Result<usize, Error> {
     ctl::refresh_stats()?;
     let before = ctl::arena_purged_bytes(ARENAS_ALL)?;
     ctl::thread_tcache_flush()?;
-    ctl::arena_purge(ARENAS_ALL)?;
+    purge::purge(ARENAS_ALL)?;
     ctl::refresh_stats()?;
     Ok(ctl::arena_purged_bytes(ARENAS_ALL)?.saturating_sub(before))
 }

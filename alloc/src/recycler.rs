@@ -16,6 +16,10 @@
 //!   is freed. Always set on release, whether or not the arena seems to hold data: a
 //!   free on another thread may be landing in the arena at that very moment.
 //!
+//! Arenas are created with the extent hooks of [`crate::purge`], and every purge and
+//! decay change goes through that module, so none of them is skipped because jemalloc
+//! was purging the arena on another thread.
+//!
 //! The free list is a fixed array inside a static, so recycling never allocates (an
 //! allocation here would land in whatever arena the releasing thread is bound to).
 
@@ -23,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::ctl::{self, Pages, ARENAS_ALL, ARENA_LIMIT};
-use crate::Error;
+use crate::{purge, Error};
 
 /// A decay time this crate gives an arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,15 +36,6 @@ pub(crate) enum Decay {
     Keep,
     /// 0: give free pages back now, and freed pages at once.
     Return,
-}
-
-impl Decay {
-    fn millis(self) -> isize {
-        match self {
-            Decay::Keep => -1,
-            Decay::Return => 0,
-        }
-    }
 }
 
 /// Sole ownership of one of this crate's arenas, checked out of the free list: not
@@ -58,11 +53,11 @@ impl Slot {
 
     /// Sets the arena's decay time (see the module docs).
     pub(crate) fn set_decay(&self, decay: Decay) -> Result<(), Error> {
-        Ok(ctl::arena_set_decay(
-            self.index,
-            Pages::Dirty,
-            decay.millis(),
-        )?)
+        let set = match decay {
+            Decay::Keep => purge::keep_freed(self.index),
+            Decay::Return => purge::return_freed(self.index),
+        };
+        Ok(set?)
     }
 }
 
@@ -92,6 +87,11 @@ fn free_list() -> MutexGuard<'static, FreeList> {
 pub(crate) fn is_ours(index: u32) -> bool {
     let i = index as usize;
     i < ARENAS_ALL as usize && OURS[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
+}
+
+/// How many arenas this crate has created.
+pub(crate) fn created() -> usize {
+    free_list().created
 }
 
 /// How many arenas are checked out right now.
@@ -133,7 +133,7 @@ fn create() -> Result<Slot, Error> {
         if ctl::arenas_count()? >= ARENA_LIMIT {
             return Err(Error::arena_limit(live()));
         }
-        ctl::arenas_create()?
+        purge::create_arena()?
     };
     // Cannot fail for an arena just created; if it did, purges of this arena would
     // only be lazy ones, whose pages the kernel takes back when it needs them.
@@ -149,7 +149,7 @@ fn create() -> Result<Slot, Error> {
 /// some pages stay resident until the arena is next released.
 pub(crate) fn release(slot: Slot) {
     if slot.set_decay(Decay::Return).is_err() {
-        let _ = ctl::arena_purge(slot.index);
+        let _ = purge::purge(slot.index);
     }
     let mut list = free_list();
     let top = list.len;
