@@ -162,6 +162,7 @@ struct Mibs {
     arena_purge: Mib<3>,
     arena_extent_hooks: Mib<3>,
     arena_pactivep: Mib<4>,
+    arena_dss: Mib<3>,
     arena_dirty_decay_ms: Mib<3>,
     arena_muzzy_decay_ms: Mib<3>,
     arena_dirty_purged: Mib<4>,
@@ -198,6 +199,7 @@ impl Mibs {
             arena_purge: Mib::lookup(c"arena.0.purge")?,
             arena_extent_hooks: Mib::lookup(c"arena.0.extent_hooks")?,
             arena_pactivep: Mib::lookup(c"experimental.arenas.0.pactivep")?,
+            arena_dss: Mib::lookup(c"arena.0.dss")?,
             arena_dirty_decay_ms: Mib::lookup(c"arena.0.dirty_decay_ms")?,
             arena_muzzy_decay_ms: Mib::lookup(c"arena.0.muzzy_decay_ms")?,
             arena_dirty_purged: Mib::lookup(c"stats.arenas.0.dirty_purged")?,
@@ -375,6 +377,19 @@ pub(crate) fn arena_active_pages(index: u32) -> CtlResult<&'static AtomicUsize> 
     // only ever reads and writes with atomic operations of that size; arenas are never
     // destroyed, so it stays valid.
     Ok(unsafe { AtomicUsize::from_ptr(count) })
+}
+
+/// Makes arena `index` take its memory from `mmap` only, never from the data segment
+/// (`sbrk`).
+pub(crate) fn arena_disable_dss(index: u32) -> CtlResult<()> {
+    // SAFETY: `arena.<i>.dss` is a `const char *`; jemalloc reads the static,
+    // NUL-terminated string during the call.
+    unsafe {
+        mibs()?
+            .arena_dss
+            .at(1, index)
+            .write::<*const c_char>(c"disabled".as_ptr())
+    }
 }
 
 /// The smallest allocation jemalloc serves with an extent of its own.

@@ -99,6 +99,7 @@ fn hooks() -> CtlResult<&'static Hooks> {
             // to it; so ours has none, and behaves as the default does. (With `retain`
             // off, the arena's unused memory then stays mapped but not resident.)
             ours.dalloc = None;
+            ours.merge = Some(merge);
             ours.decommit = Some(decommit);
             ours.purge_lazy = Some(purge_lazy);
             ours.purge_forced = Some(purge_forced);
@@ -154,12 +155,35 @@ counted_hook!(decommit);
 counted_hook!(purge_lazy);
 counted_hook!(purge_forced);
 
+/// Whether two adjacent extents of one of this crate's arenas may become one: always,
+/// where the OS lets one mapping be split and joined at any page (everywhere but
+/// Windows), since these arenas never take memory from the data segment.
+///
+/// jemalloc's own `merge` hook decides the same, but first looks up the calling
+/// thread's state, which on a thread that has only ever freed memory sets up its
+/// thread cache: an allocation, made while jemalloc holds the arena's extent lock.
+unsafe extern "C" fn merge(
+    _hooks: *mut ffi::extent_hooks_t,
+    _addr_a: *mut c_void,
+    _size_a: usize,
+    _addr_b: *mut c_void,
+    _size_b: usize,
+    _committed: bool,
+    _arena: c_uint,
+) -> bool {
+    // `true`: refused.
+    cfg!(windows)
+}
+
 /// Creates an arena with this module's hooks and returns its index.
 pub(crate) fn create_arena() -> CtlResult<u32> {
     let hooks = hooks()?;
     // SAFETY: the table lives in a static for the rest of the process and is never
     // written after it was built.
-    unsafe { ctl::arenas_create(hooks.ours.get()) }
+    let index = unsafe { ctl::arenas_create(hooks.ours.get())? };
+    // Before anything is allocated in it: `merge` relies on it.
+    ctl::arena_disable_dss(index)?;
+    Ok(index)
 }
 
 /// Where each arena of this crate keeps its count of active pages (see
