@@ -17,8 +17,8 @@
 //!   free on another thread may be landing in the arena at that very moment.
 //!
 //! Arenas are created with the extent hooks of [`crate::purge`], and every purge and
-//! decay change goes through that module, so none of them is skipped because jemalloc
-//! was purging the arena on another thread.
+//! decay change goes through that module, so that the purge at the end of an arena's
+//! work is not skipped because jemalloc was purging the arena on another thread.
 //!
 //! The free list is a fixed array inside a static, so recycling never allocates (an
 //! allocation here would land in whatever arena the releasing thread is bound to).

@@ -14,8 +14,8 @@ use arenapool_alloc::{current_arena, rss, with_arena, ArenaAlloc};
 static GLOBAL: ArenaAlloc = ArenaAlloc;
 
 const ROUNDS: usize = 400;
-/// A large size class below jemalloc's `oversize_threshold` (8 MiB): its free goes through the arena's
-/// decay purge, which is what skips other purges while it runs.
+/// A large size class below jemalloc's `oversize_threshold` (8 MiB): its free goes
+/// through the arena's decay purge, which is what skips other purges while it runs.
 const RESULT: usize = 6 << 20;
 const SCRATCH: usize = 256 << 10;
 
