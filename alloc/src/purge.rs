@@ -175,7 +175,8 @@ unsafe extern "C" fn merge(
     cfg!(windows)
 }
 
-/// Creates an arena with this module's hooks and returns its index.
+/// Creates an arena with this module's hooks, memory from `mmap` only and muzzy decay 0
+/// (every purge a forced one), and returns its index.
 pub(crate) fn create_arena() -> CtlResult<u32> {
     let hooks = hooks()?;
     // SAFETY: the table lives in a static for the rest of the process and is never
@@ -183,6 +184,9 @@ pub(crate) fn create_arena() -> CtlResult<u32> {
     let index = unsafe { ctl::arenas_create(hooks.ours.get())? };
     // Before anything is allocated in it: `merge` relies on it.
     ctl::arena_disable_dss(index)?;
+    // Cannot fail for an arena just created; if it did, purges of this arena would
+    // only be lazy ones, whose pages the kernel takes back when it needs them.
+    let _ = ctl::arena_set_decay(index, Pages::Muzzy, 0);
     Ok(index)
 }
 
@@ -260,15 +264,12 @@ static RETURNED: [Returned; ARENAS_ALL as usize] = [const {
 static HOOK_CALLS: [AtomicU64; ARENAS_ALL as usize] =
     [const { AtomicU64::new(0) }; ARENAS_ALL as usize];
 
-/// Sets arena `index` to keep the pages freed in it until it is purged (dirty decay
-/// -1), first waiting, if something may have started a purge of jemalloc's in it since
+/// Sets arena `index` (one of [`create_arena`]'s) to keep the pages freed in it until it
+/// is purged (dirty decay -1), first waiting, if something may have started a purge of jemalloc's in it since
 /// its last work ended, for that purge to end.
 pub(crate) fn keep_freed(index: u32) -> CtlResult<()> {
     let _purging = purging(index);
     ctl::arena_set_decay(index, Pages::Dirty, -1)?;
-    if !recycler::is_ours(index) {
-        return Ok(());
-    }
     let i = index as usize;
     let last = &RETURNED[i];
     if !last.once.load(Ordering::Relaxed) {
@@ -284,13 +285,10 @@ pub(crate) fn keep_freed(index: u32) -> CtlResult<()> {
     Ok(())
 }
 
-/// Gives every free page of arena `index` back, and from then on each page freed in it
-/// at once (dirty decay 0).
+/// Gives every free page of arena `index` (one of [`create_arena`]'s) back, and from
+/// then on each page freed in it at once (dirty decay 0).
 pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
     let _purging = purging(index);
-    if !recycler::is_ours(index) {
-        return ctl::arena_set_decay(index, Pages::Dirty, 0);
-    }
     let i = index as usize;
     let before = active_pages(index);
     let set = ctl::arena_set_decay(index, Pages::Dirty, 0);

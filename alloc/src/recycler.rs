@@ -26,7 +26,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::ctl::{self, Pages, ARENAS_ALL, ARENA_LIMIT};
+use crate::ctl::{self, ARENAS_ALL, ARENA_LIMIT};
 use crate::{purge, Error};
 
 /// A decay time this crate gives an arena.
@@ -135,9 +135,6 @@ fn create() -> Result<Slot, Error> {
         }
         purge::create_arena()?
     };
-    // Cannot fail for an arena just created; if it did, purges of this arena would
-    // only be lazy ones, whose pages the kernel takes back when it needs them.
-    let _ = ctl::arena_set_decay(index, Pages::Muzzy, 0);
     let i = index as usize;
     OURS[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
     free_list().created += 1;
