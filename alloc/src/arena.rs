@@ -185,7 +185,10 @@ impl fmt::Debug for Arena {
     }
 }
 
-/// How many arenas are held by live [`Arena`]s and scopes right now.
+/// How many arenas are held by live [`Arena`]s and scopes right now, and by the arena
+/// sets kept for the process's life once made: the phase arenas (one per CPU, made by
+/// the first [`phase`](crate::phase)) and [`RawAlloc`](crate::RawAlloc)'s (one per CPU,
+/// made by its first block outside a phase and a scope).
 pub fn live_arenas() -> usize {
     recycler::live()
 }

@@ -125,6 +125,13 @@ impl fmt::Debug for Binding<'_> {
     }
 }
 
+/// Whether the calling thread is bound to one of this crate's arenas (a binding of its
+/// is alive). A read of a thread-local, cheap enough for the allocator's large path.
+#[inline]
+pub(crate) fn is_bound() -> bool {
+    BOUND.try_with(|bound| bound.get().0 > 0).unwrap_or(false)
+}
+
 /// The arena index of the calling thread if it is bound to one of this crate's arenas
 /// (inside [`with_arena`](crate::with_arena), [`Arena::enter`] or a pool job), `None`
 /// if it allocates from one of jemalloc's automatic arenas.

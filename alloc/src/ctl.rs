@@ -178,6 +178,10 @@ struct Mibs {
     /// The smallest size jemalloc serves with an extent of its own (a large size
     /// class) rather than a slot in a slab.
     large_min: usize,
+    /// The largest size a thread's cache holds (`arenas.tcache_max`).
+    tcache_max: usize,
+    /// The dirty decay time jemalloc gives new arenas (`arenas.dirty_decay_ms`).
+    default_dirty_decay_ms: isize,
     /// `opt.percpu_arena` is set: jemalloc ties threads to per-CPU arenas and refuses
     /// to move them back from a manual arena to an automatic one.
     percpu_arena: bool,
@@ -188,6 +192,8 @@ impl Mibs {
         let page = Mib::<2>::lookup(c"arenas.page")?;
         let large_min = Mib::<4>::lookup(c"arenas.lextent.0.size")?;
         let percpu = Mib::<2>::lookup(c"opt.percpu_arena")?;
+        let tcache_max = Mib::<2>::lookup(c"arenas.tcache_max")?;
+        let dirty_decay = Mib::<2>::lookup(c"arenas.dirty_decay_ms")?;
         Ok(Mibs {
             thread_arena: Mib::lookup(c"thread.arena")?,
             thread_tcache_flush: Mib::lookup(c"thread.tcache.flush")?,
@@ -214,6 +220,10 @@ impl Mibs {
             page: unsafe { page.read::<usize>()? },
             // SAFETY: `arenas.lextent.<i>.size` is a `size_t`.
             large_min: unsafe { large_min.read::<usize>()? },
+            // SAFETY: `arenas.tcache_max` is a `size_t`.
+            tcache_max: unsafe { tcache_max.read::<usize>()? },
+            // SAFETY: `arenas.dirty_decay_ms` is an `ssize_t`.
+            default_dirty_decay_ms: unsafe { dirty_decay.read::<isize>()? },
             percpu_arena: {
                 // SAFETY: `opt.percpu_arena` is a `const char *`.
                 let name = unsafe { percpu.read::<*const c_char>()? };
@@ -390,6 +400,17 @@ pub(crate) fn arena_disable_dss(index: u32) -> CtlResult<()> {
             .at(1, index)
             .write::<*const c_char>(c"disabled".as_ptr())
     }
+}
+
+/// The largest size that threads' caches hold: blocks larger than this are always
+/// allocated from and freed to their arena.
+pub(crate) fn tcache_max() -> CtlResult<usize> {
+    Ok(mibs()?.tcache_max)
+}
+
+/// The dirty decay time jemalloc gives arenas it creates (10 s unless configured).
+pub(crate) fn default_dirty_decay_ms() -> CtlResult<isize> {
+    Ok(mibs()?.default_dirty_decay_ms)
 }
 
 /// The smallest allocation jemalloc serves with an extent of its own.

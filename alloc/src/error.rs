@@ -19,6 +19,7 @@ enum ErrorKind {
     NotInstalled,
     PercpuArena,
     ArenaLimit { live: usize },
+    ThresholdTooSmall { asked: usize, smallest: usize },
     Ctl(CtlError),
 }
 
@@ -38,6 +39,12 @@ impl Error {
     pub(crate) fn arena_limit(live: usize) -> Self {
         Error {
             kind: ErrorKind::ArenaLimit { live },
+        }
+    }
+
+    pub(crate) fn threshold_too_small(asked: usize, smallest: usize) -> Self {
+        Error {
+            kind: ErrorKind::ThresholdTooSmall { asked, smallest },
         }
     }
 
@@ -101,6 +108,13 @@ impl fmt::Display for Error {
                 "no jemalloc arena is free: {live} arenas are held by live `Arena`s and scopes, \
                  and jemalloc allows at most {ARENA_LIMIT} arenas in a process; drop `Arena`s \
                  (or end scopes) before creating more"
+            ),
+            ErrorKind::ThresholdTooSmall { asked, smallest } => write!(
+                f,
+                "a phase threshold of {asked} bytes is too small: threads' caches keep freed \
+                 blocks of up to {} bytes, whose pages would then stay resident after the \
+                 phase; use {smallest} bytes or more",
+                smallest - 1
             ),
             ErrorKind::Ctl(CtlError { name, errno }) => write!(
                 f,

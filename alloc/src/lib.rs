@@ -22,6 +22,11 @@
 //! - [`ArenaAlloc`]: jemalloc as the global allocator, exactly as fast.
 //! - [`with_arena`], [`with_arena_report`], [`try_with_arena`]: scoped binding of the
 //!   calling thread, purge at the end.
+//! - [`phase`], [`phase_report`], [`enter_phase`] ([`PhaseGuard`]): process-wide
+//!   phases, in which the large allocations of *every* thread (rayon's pools, a tokio
+//!   runtime, `std::thread`s) go to arenas given back when the last phase ends.
+//! - [`RawAlloc`]: the same routing for code that does not allocate through Rust's
+//!   `GlobalAlloc`, and the exact test of whether a pointer is one of ours.
 //! - [`Arena`]: a recycled arena to [`enter`](Arena::enter), [`bind`](Arena::bind) and
 //!   [`purge`](Arena::purge) by hand; thread pools build on it.
 //! - [`memory`], [`rss`], [`trim`]: what the process holds, and giving back everything.
@@ -36,8 +41,12 @@ mod bytes;
 mod ctl;
 mod error;
 mod global;
+mod hooks;
 mod memory;
+mod percpu;
+mod phase;
 mod purge;
+mod raw;
 mod recycler;
 mod report;
 mod scope;
@@ -50,6 +59,11 @@ pub use self::global::{is_installed, ArenaAlloc};
 pub use self::memory::{
     flush_thread_cache, memory, peak_rss, reset_peak_rss, rss, rss_of, trim, Memory,
 };
+pub use self::phase::{
+    enter_phase, phase, phase_is_open, phase_report, phase_threshold, set_phase_threshold,
+    set_trim_after_phase, try_enter_phase, try_phase, PhaseGuard,
+};
+pub use self::raw::RawAlloc;
 pub use self::report::Report;
 pub use self::scope::{try_with_arena, with_arena, with_arena_report};
 

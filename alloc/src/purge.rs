@@ -22,8 +22,8 @@
 //! (the count moved), or one ran (the hooks were called). Only then does it wait for
 //! that purge to end:
 //!
-//! Every arena this crate creates has extent hooks that forward to jemalloc's own and
-//! count the calls that give pages back, per arena and per thread. Under the arena's
+//! Every arena this crate creates has the extent hooks of [`crate::hooks`], which count
+//! the calls that give pages back, per arena and per thread. Under the arena's
 //! lock, the wait frees one small extent into the arena (so that a purge that runs has
 //! pages to give back, and calls a hook on this thread) and purges; if no hook was
 //! called on this thread, another purge was under way, and yielding and trying again
@@ -37,17 +37,15 @@
 //! is left by jemalloc for the arena's next purge, which comes when the arena is next
 //! used or [`trim`](crate::trim) runs.
 
-use std::cell::{Cell, UnsafeCell};
-use std::ffi::{c_uint, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult, Pages, ARENAS_ALL};
-use crate::recycler;
+use crate::{hooks, recycler};
 
 /// One lock per arena index, held by every purge and decay change this crate makes.
 static PURGING: [Mutex<()>; ARENAS_ALL as usize] = [const { Mutex::new(()) }; ARENAS_ALL as usize];
@@ -65,123 +63,12 @@ fn purging(index: u32) -> MutexGuard<'static, ()> {
 /// here; this is far beyond any that could be under way.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-thread_local! {
-    /// Calls of the hooks below that gave pages back (or tried to) on this thread. A
-    /// plain `Cell` without destructor: readable at any point of a thread's life.
-    static GAVE_BACK: Cell<u64> = const { Cell::new(0) };
-}
-
-fn gave_back() -> u64 {
-    GAVE_BACK.try_with(Cell::get).unwrap_or(0)
-}
-
-/// The hooks table every arena of this crate is created with.
-struct Hooks {
-    /// jemalloc's own hooks, which ours forward to.
-    default: ffi::extent_hooks_t,
-    /// Ours, whose address jemalloc keeps. Never written after it is built.
-    ours: UnsafeCell<ffi::extent_hooks_t>,
-}
-
-// SAFETY: `ours` is written only while the table is built, before any other thread
-// can see it; afterwards jemalloc and this module only read it.
-unsafe impl Sync for Hooks {}
-
-static HOOKS: OnceLock<CtlResult<Hooks>> = OnceLock::new();
-
-fn hooks() -> CtlResult<&'static Hooks> {
-    HOOKS
-        .get_or_init(|| {
-            let default = ctl::default_extent_hooks()?;
-            let mut ours = default;
-            // jemalloc never unmaps what an arena of its own releases when it retains
-            // (the default on 64-bit Linux), and a missing `dalloc` hook means the same
-            // to it; so ours has none, and behaves as the default does. (With `retain`
-            // off, the arena's unused memory then stays mapped but not resident.)
-            ours.dalloc = None;
-            ours.merge = Some(merge);
-            ours.decommit = Some(decommit);
-            ours.purge_lazy = Some(purge_lazy);
-            ours.purge_forced = Some(purge_forced);
-            Ok(Hooks {
-                default,
-                ours: UnsafeCell::new(ours),
-            })
-        })
-        .as_ref()
-        .map_err(|e| *e)
-}
-
-/// Counts a call on this thread, then returns what jemalloc's own hook `pick` does (or
-/// "failed", `true`, if jemalloc has none).
-fn forward(
-    pick: impl FnOnce(&ffi::extent_hooks_t) -> Option<ffi::extent_decommit_t>,
-    hooks: *mut ffi::extent_hooks_t,
-    args: (*mut c_void, usize, usize, usize, c_uint),
-) -> bool {
-    let _ = GAVE_BACK.try_with(|n| n.set(n.get().wrapping_add(1)));
-    if let Some(calls) = HOOK_CALLS.get(args.4 as usize) {
-        calls.fetch_add(1, Ordering::Relaxed);
-    }
-    let Some(Ok(table)) = HOOKS.get() else {
-        return true;
-    };
-    match pick(&table.default) {
-        // SAFETY: jemalloc calls this hook with the arguments of the one it stands
-        // for, which are passed on unchanged to jemalloc's own.
-        Some(hook) => unsafe { hook(hooks, args.0, args.1, args.2, args.3, args.4) },
-        None => true,
-    }
-}
-
-/// Defines a hook with the signature jemalloc gives `decommit`, `purge_lazy` and
-/// `purge_forced`, which forwards to jemalloc's own hook of that name.
-macro_rules! counted_hook {
-    ($name:ident) => {
-        unsafe extern "C" fn $name(
-            hooks: *mut ffi::extent_hooks_t,
-            addr: *mut c_void,
-            size: usize,
-            offset: usize,
-            length: usize,
-            arena: c_uint,
-        ) -> bool {
-            forward(|d| d.$name, hooks, (addr, size, offset, length, arena))
-        }
-    };
-}
-
-counted_hook!(decommit);
-counted_hook!(purge_lazy);
-counted_hook!(purge_forced);
-
-/// Whether two adjacent extents of one of this crate's arenas may become one: always,
-/// where the OS lets one mapping be split and joined at any page (everywhere but
-/// Windows), since these arenas never take memory from the data segment.
-///
-/// jemalloc's own `merge` hook decides the same, but first looks up the calling
-/// thread's state, which on a thread that has only ever freed memory sets up its
-/// thread cache: an allocation, made while jemalloc holds the arena's extent lock.
-unsafe extern "C" fn merge(
-    _hooks: *mut ffi::extent_hooks_t,
-    _addr_a: *mut c_void,
-    _size_a: usize,
-    _addr_b: *mut c_void,
-    _size_b: usize,
-    _committed: bool,
-    _arena: c_uint,
-) -> bool {
-    // `true`: refused.
-    cfg!(windows)
-}
-
-/// Creates an arena with this module's hooks, memory from `mmap` only and muzzy decay 0
+/// Creates an arena with the hooks of [`crate::hooks`], memory from `mmap` only and muzzy decay 0
 /// (every purge a forced one), and returns its index.
 pub(crate) fn create_arena() -> CtlResult<u32> {
-    let hooks = hooks()?;
     // SAFETY: the table lives in a static for the rest of the process and is never
     // written after it was built.
-    let index = unsafe { ctl::arenas_create(hooks.ours.get())? };
+    let index = unsafe { ctl::arenas_create(hooks::table()?)? };
     // Before anything is allocated in it: `merge` relies on it.
     ctl::arena_disable_dss(index)?;
     // Cannot fail for an arena just created; if it did, purges of this arena would
@@ -260,10 +147,6 @@ static RETURNED: [Returned; ARENAS_ALL as usize] = [const {
     }
 }; ARENAS_ALL as usize];
 
-/// Calls of each arena's hooks that gave pages back, on any thread.
-static HOOK_CALLS: [AtomicU64; ARENAS_ALL as usize] =
-    [const { AtomicU64::new(0) }; ARENAS_ALL as usize];
-
 /// Sets arena `index` (one of [`create_arena`]'s) to keep the pages freed in it until it
 /// is purged (dirty decay -1), first waiting, if something may have started a purge of jemalloc's in it since
 /// its last work ended, for that purge to end.
@@ -277,7 +160,7 @@ pub(crate) fn keep_freed(index: u32) -> CtlResult<()> {
     }
     let moved = last.unsure.load(Ordering::Relaxed)
         || active_pages(index) != Some(last.active.load(Ordering::Relaxed))
-        || HOOK_CALLS[i].load(Ordering::Relaxed) != last.hook_calls.load(Ordering::Relaxed);
+        || hooks::gave_back(index) != last.hook_calls.load(Ordering::Relaxed);
     if moved {
         until_a_purge_runs(index)?;
         last.unsure.store(false, Ordering::Relaxed);
@@ -296,13 +179,20 @@ pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
     let last = &RETURNED[i];
     last.active.store(after.unwrap_or(0), Ordering::Relaxed);
     last.hook_calls
-        .store(HOOK_CALLS[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        .store(hooks::gave_back(index), Ordering::Relaxed);
     last.unsure.store(
         before.is_none() || before != after || set.is_err(),
         Ordering::Relaxed,
     );
     last.once.store(true, Ordering::Relaxed);
     set
+}
+
+/// Gives arena `index` (one of [`create_arena`]'s) the dirty decay time jemalloc gives
+/// its own arenas (10 s unless configured), so that it behaves as they do.
+pub(crate) fn decay_as_jemalloc(index: u32) -> CtlResult<()> {
+    let _purging = purging(index);
+    ctl::arena_set_decay(index, Pages::Dirty, ctl::default_dirty_decay_ms()?)
 }
 
 /// Gives every free page of arena `index` back. [`ARENAS_ALL`]: every arena, one after
@@ -336,9 +226,9 @@ fn until_a_purge_runs(index: u32) -> CtlResult<()> {
         // SAFETY: `marker` was just allocated with this size, and is freed once, into
         // its own arena (no thread cache): a free extent among the arena's dirty pages.
         unsafe { ffi::sdallocx(marker, size, ffi::MALLOCX_TCACHE_NONE) };
-        let before = gave_back();
+        let before = hooks::gave_back_here();
         ctl::arena_purge(index)?;
-        if gave_back() != before || started.elapsed() > PATIENCE {
+        if hooks::gave_back_here() != before || started.elapsed() > PATIENCE {
             return Ok(());
         }
         std::thread::yield_now();

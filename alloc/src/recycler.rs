@@ -123,6 +123,12 @@ pub(crate) fn acquire() -> Result<Slot, Error> {
     Ok(slot)
 }
 
+/// Takes an arena as [`acquire`] does, for the rest of the process: it is never
+/// released, and counts as checked out. For the sets of arenas made once per process.
+pub(crate) fn acquire_for_life() -> Result<u32, Error> {
+    acquire().map(|slot| slot.index)
+}
+
 fn create() -> Result<Slot, Error> {
     // jemalloc 5.3's `arenas.create` reads past the end of its table of arenas when
     // called with the table full, instead of failing. So the count is checked first,

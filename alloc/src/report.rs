@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::{ctl, memory, Arena, Bytes};
 
-/// What one scope or job did to memory: RSS before and after, the bytes its arena gave
+/// What one scope, job or phase did to memory: RSS before and after, the bytes its arena gave
 /// back to the OS, and where the time went.
 ///
 /// `rss_after` is measured after the purge but before the caller drops what the scope
@@ -29,7 +29,7 @@ pub struct Report {
     /// is flushed) and returning the arenas' free pages.
     pub purge_time: Duration,
     /// The arenas the work allocated from (one for a scope, a pool's arenas for a pool
-    /// job), empty if it ran without one (see [`with_arena`](crate::with_arena)).
+    /// job, the phase arenas for a phase), empty if it ran without one (see [`with_arena`](crate::with_arena)).
     pub arenas: Vec<u32>,
 }
 
@@ -79,15 +79,27 @@ impl Report {
         // One statistics refresh per reading, whatever the number of arenas (it costs
         // time in proportion to the arenas in the process); an arena whose counter
         // cannot be read counts 0, as a failed refresh makes every one count.
+        let indices: Vec<u32> = arenas.iter().map(|arena| arena.index()).collect();
         let returned_so_far = || -> usize {
-            if arenas.is_empty() || ctl::refresh_stats().is_err() {
+            if indices.is_empty() || ctl::refresh_stats().is_err() {
                 return 0;
             }
-            arenas
+            indices
                 .iter()
-                .map(|arena| ctl::arena_purged_bytes(arena.index()).unwrap_or(0))
+                .map(|&index| ctl::arena_purged_bytes(index).unwrap_or(0))
                 .fold(0, usize::saturating_add)
         };
+        Report::measure_with(indices.clone(), returned_so_far, work, give_back)
+    }
+
+    /// [`Report::measure`] for work in `arenas`, given a reading of the bytes given
+    /// back so far by whatever arenas the report counts.
+    pub(crate) fn measure_with<W, R>(
+        arenas: Vec<u32>,
+        returned_so_far: impl Fn() -> usize,
+        work: impl FnOnce() -> W,
+        give_back: impl FnOnce(W) -> R,
+    ) -> (R, Report) {
         let rss_before = memory::rss();
         let returned_before = returned_so_far();
         let started = Instant::now();
@@ -102,7 +114,7 @@ impl Report {
             returned: returned_so_far().saturating_sub(returned_before),
             run_time,
             purge_time,
-            arenas: arenas.iter().map(|arena| arena.index()).collect(),
+            arenas,
         };
         (value, report)
     }

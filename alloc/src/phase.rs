@@ -1,0 +1,354 @@
+//! Process-wide phases: while one is open, the large allocations of every thread that
+//! is not bound to an arena of this crate go to the phase arenas, given back when the
+//! last open phase ends.
+//!
+//! The rule, checked on [`ArenaAlloc`](crate::ArenaAlloc)'s large path only:
+//! - a block of at least [`phase_threshold`] bytes (default: larger than any block a
+//!   thread's cache holds, 32 KiB, so no thread cache ever keeps phase memory), asked
+//!   for while a phase is open by a thread that is not in a scope or a pool job, goes
+//!   to the phase arena of the CPU the thread runs on;
+//! - everything else goes where it goes outside a phase.
+//!
+//! The phase arenas are made when the first phase opens, one per CPU, and kept for the
+//! process's life. While a phase is open their freed pages stay for reuse (dirty decay
+//! -1); when the last one ends, every free page goes back at once and, until the next
+//! phase, whatever is freed in them goes back the moment it is freed (dirty decay 0),
+//! on any thread. Then the free pages of the process's other arenas (jemalloc's own:
+//! small objects freed during the phase) are purged too, unless
+//! [`set_trim_after_phase`] turned that off.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::ctl::{self, ARENAS_ALL};
+use crate::global::ensure_routable;
+use crate::percpu::PerCpu;
+use crate::{binding, purge, recycler, Error, Report};
+
+/// No threshold can be smaller: sizes below it are never routed, whatever the
+/// settings, and are told apart by a comparison with this constant before any atomic
+/// load. (jemalloc's smallest large size class with 4 KiB pages; the smallest
+/// threshold allowed is larger still, see [`smallest_threshold`].)
+pub(crate) const FLOOR: usize = 16 << 10;
+
+/// The threshold while a phase is open; `usize::MAX`, which no size reaches, while none
+/// is.
+static OPEN_THRESHOLD: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// The threshold set by [`set_phase_threshold`]; 0 for the default.
+static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
+
+static TRIM_AFTER: AtomicBool = AtomicBool::new(true);
+
+/// How many phases are open. Taken only to open and end phases.
+static OPEN: Mutex<usize> = Mutex::new(0);
+
+static ARENAS: PerCpu = PerCpu::new();
+
+fn open_count() -> MutexGuard<'static, usize> {
+    // Nothing panics while the lock is held; a poisoned count is still right.
+    OPEN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The phase arena for a block of `size` bytes asked for by the calling thread, if it
+/// goes to one: a phase is open, `size` reaches the threshold, and the thread is not
+/// bound to an arena of its own.
+#[inline]
+pub(crate) fn route(size: usize) -> Option<u32> {
+    if size < OPEN_THRESHOLD.load(Ordering::Relaxed) {
+        return None;
+    }
+    phase_arena()
+}
+
+#[inline(never)]
+fn phase_arena() -> Option<u32> {
+    if binding::is_bound() {
+        return None;
+    }
+    ARENAS.pick()
+}
+
+/// The smallest threshold allowed: larger than any block a thread's cache holds
+/// (`arenas.tcache_max`), and a large size class.
+fn smallest_threshold() -> Result<usize, Error> {
+    Ok((ctl::tcache_max()? + 1).max(ctl::large_min()?).max(FLOOR))
+}
+
+/// The size from which allocations go to the phase arenas while a phase is open.
+///
+/// By default the smallest size that no thread's cache holds: 32 KiB + 1 with
+/// jemalloc's defaults (`tcache_max` 32 KiB). Smaller blocks stay in their threads'
+/// arenas and caches, as outside a phase.
+pub fn phase_threshold() -> usize {
+    match THRESHOLD.load(Ordering::Relaxed) {
+        0 => smallest_threshold().unwrap_or((32 << 10) + 1),
+        set => set,
+    }
+}
+
+/// Sets the size from which allocations go to the phase arenas, at once (also for
+/// phases that are open).
+///
+/// A higher threshold leaves more of a phase's memory in jemalloc's own arenas, which
+/// keep it for seconds after it is freed (their decay).
+///
+/// # Errors
+///
+/// `bytes` is below the smallest size no thread's cache holds (see
+/// [`phase_threshold`]): blocks below it would be kept by the caches of the threads
+/// that free them, resident after the phase. The message gives the smallest allowed.
+pub fn set_phase_threshold(bytes: usize) -> Result<(), Error> {
+    let smallest = smallest_threshold()?;
+    if bytes < smallest {
+        return Err(Error::threshold_too_small(bytes, smallest));
+    }
+    let open = open_count();
+    THRESHOLD.store(bytes, Ordering::Relaxed);
+    if *open > 0 {
+        OPEN_THRESHOLD.store(bytes, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Whether the end of the last open phase also gives back the free pages of the
+/// process's other arenas (jemalloc's own, where small objects freed during the phase
+/// went): on by default. Arenas of scopes and pools are never purged by a phase.
+///
+/// Turned off, the pages of small objects freed during a phase go back by jemalloc's
+/// decay instead, over seconds; a program whose small objects churn between phases
+/// saves the page faults of reusing them.
+pub fn set_trim_after_phase(on: bool) {
+    TRIM_AFTER.store(on, Ordering::Relaxed);
+}
+
+/// Whether a phase is open, on any thread.
+pub fn phase_is_open() -> bool {
+    *open_count() > 0
+}
+
+/// An open phase: until it is dropped, the large allocations of every thread that is
+/// not in a scope or pool job go to the phase arenas.
+///
+/// Returned by [`enter_phase`] and [`try_enter_phase`]; for code that cannot wrap its
+/// work in a closure, such as an `async` function holding it across `.await`. It can
+/// be sent to and dropped on any thread: phases are process-wide. Dropping the last
+/// open one gives the phase arenas' free pages back.
+///
+/// # Warning: leaking a guard
+///
+/// A guard that is never dropped (`mem::forget`, a leaked `Box`) keeps a phase open for
+/// the rest of the process: large blocks keep going to the phase arenas, whose freed
+/// pages stay resident for reuse and are given back only by [`trim`](crate::trim).
+#[must_use = "the phase ends as soon as the guard is dropped"]
+pub struct PhaseGuard {
+    /// Whether this guard opened a phase (false: it could not, and the work runs
+    /// outside one).
+    open: bool,
+}
+
+impl PhaseGuard {
+    /// Whether this guard holds a phase open: false if [`enter_phase`] could not open
+    /// one (it printed why).
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+}
+
+impl Drop for PhaseGuard {
+    fn drop(&mut self) {
+        if self.open {
+            end();
+        }
+    }
+}
+
+impl fmt::Debug for PhaseGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PhaseGuard")
+            .field("open", &self.open)
+            .finish()
+    }
+}
+
+/// Opens a phase until the returned guard is dropped.
+///
+/// If no phase can be opened ([`ArenaAlloc`](crate::ArenaAlloc) is not the global
+/// allocator, or jemalloc's limit on arenas is reached), the guard holds none, the work
+/// runs as outside a phase, and a warning naming the cause is printed to stderr once
+/// per process. [`try_enter_phase`] returns the error instead.
+///
+/// ```
+/// # #[global_allocator]
+/// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+/// let phase = arenapool_alloc::enter_phase();
+/// let results: Vec<Vec<f64>> = std::thread::scope(|s| {
+///     let workers: Vec<_> = (0..2)
+///         .map(|w| s.spawn(move || (0..50).map(|i| vec![(w * i) as f64; 50_000]).collect::<Vec<_>>()))
+///         .collect();
+///     workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+/// });
+/// drop(phase); // the phase arenas' free pages go back; the results' when dropped
+/// assert_eq!(results.len(), 100);
+/// ```
+pub fn enter_phase() -> PhaseGuard {
+    try_enter_phase().unwrap_or_else(|e| {
+        e.warn_once();
+        PhaseGuard { open: false }
+    })
+}
+
+/// Like [`enter_phase`], but returns the error instead of a guard that holds no phase.
+///
+/// # Errors
+///
+/// [`ArenaAlloc`](crate::ArenaAlloc) is not the global allocator
+/// ([`Error::is_not_installed`]), or jemalloc's limit on arenas was reached before the
+/// phase arenas could be made ([`Error::is_arena_limit`]). No phase is open.
+pub fn try_enter_phase() -> Result<PhaseGuard, Error> {
+    ensure_routable()?;
+    begin()?;
+    Ok(PhaseGuard { open: true })
+}
+
+/// Runs `f` in a phase: while it runs, the large allocations of every thread of the
+/// process that is not in a scope or pool job (rayon's pools, a tokio runtime,
+/// `std::thread`s, the caller) come from the phase arenas; when it ends, and no other
+/// phase is open, their free pages go back to the OS, and then each page the moment it
+/// is freed (results, when they are dropped, on any thread).
+///
+/// Phases nest and overlap, from any threads: the pages go back when the last open
+/// one ends. If `f` panics, the phase ends and the panic continues. If no phase can be
+/// opened, `f` runs outside one (see [`enter_phase`]).
+///
+/// # Warning: what a phase cannot return
+///
+/// - Blocks smaller than [`phase_threshold`] are not in the phase arenas: what the
+///   phase frees of them goes back by the end's trim of the other arenas (whole free
+///   pages only), and objects held in other threads' caches stay until those threads
+///   reuse or flush them.
+/// - Memory that C libraries allocate with the system `malloc` is not jemalloc's.
+/// - Threads inside [`with_arena`](crate::with_arena) scopes and pool jobs allocate
+///   from their own arenas, given back when their work ends.
+///
+/// ```
+/// # #[global_allocator]
+/// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+/// let before = arenapool_alloc::rss();
+/// let results: Vec<Vec<f64>> = arenapool_alloc::phase(|| {
+///     std::thread::scope(|s| {
+///         let worker = s.spawn(|| (0..100).map(|i| vec![i as f64; 50_000]).collect::<Vec<_>>());
+///         worker.join().unwrap() // 40 MB of results, made on another thread
+///     })
+/// });
+/// drop(results);
+/// assert!(arenapool_alloc::rss() < before + (16 << 20));
+/// ```
+pub fn phase<R>(f: impl FnOnce() -> R) -> R {
+    let _phase = enter_phase();
+    f()
+}
+
+/// Like [`phase`], but returns the error instead of running `f` outside a phase.
+///
+/// # Errors
+///
+/// As [`try_enter_phase`]; `f` has not run.
+pub fn try_phase<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
+    let _phase = try_enter_phase()?;
+    Ok(f())
+}
+
+/// Like [`phase`], and also reports RSS before and after, the bytes given back and the
+/// time spent running `f` and giving back.
+///
+/// The report's `arenas` are the phase arenas; `returned` counts what they and the
+/// process's other arenas (jemalloc's own, not those of scopes or pools) gave back from
+/// the start of `f` to the end of the phase. If another phase is still open when this
+/// one ends, nothing is given back yet, and `returned` is what jemalloc purged by
+/// itself meanwhile.
+///
+/// ```
+/// # #[global_allocator]
+/// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+/// let (n, report) = arenapool_alloc::phase_report(|| {
+///     let scratch: Vec<Vec<u8>> = (0..64).map(|_| vec![7u8; 1 << 20]).collect();
+///     scratch.len()
+/// });
+/// assert_eq!(n, 64);
+/// assert!(report.returned >= 60 << 20, "{report}");
+/// ```
+pub fn phase_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
+    match try_enter_phase() {
+        Ok(guard) => Report::measure_with(
+            ARENAS.indices().collect(),
+            returned_so_far,
+            || (f(), guard),
+            |(value, guard)| {
+                drop(guard);
+                value
+            },
+        ),
+        Err(e) => {
+            e.warn_once();
+            Report::measure(&[], f, |value| value)
+        }
+    }
+}
+
+/// Bytes the phase arenas and the process's other arenas (not this crate's) have given
+/// back so far.
+fn returned_so_far() -> usize {
+    if ctl::refresh_stats().is_err() {
+        return 0;
+    }
+    let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
+    let others = (0..count).filter(|&i| !recycler::is_ours(i));
+    ARENAS
+        .indices()
+        .chain(others)
+        .map(|i| ctl::arena_purged_bytes(i).unwrap_or(0))
+        .fold(0, usize::saturating_add)
+}
+
+/// Opens a phase: the first one sets the phase arenas to keep their freed pages, then
+/// routes allocations to them.
+fn begin() -> Result<(), Error> {
+    let mut open = open_count();
+    if *open == 0 {
+        ARENAS.make(|_| Ok(()))?;
+        for index in ARENAS.indices() {
+            purge::keep_freed(index)?;
+        }
+        OPEN_THRESHOLD.store(phase_threshold(), Ordering::Relaxed);
+    }
+    *open += 1;
+    Ok(())
+}
+
+/// Ends a phase: the last one stops routing, then gives every free page of the phase
+/// arenas back (and from then on each page freed in them), then trims the others.
+fn end() {
+    let mut open = open_count();
+    *open = open.saturating_sub(1);
+    if *open > 0 {
+        return;
+    }
+    OPEN_THRESHOLD.store(usize::MAX, Ordering::Relaxed);
+    // Small objects this thread freed go back to their arenas before those are purged.
+    // No call here can fail for arenas that exist; if one did, the cost is pages left
+    // resident until the next phase's end or a trim.
+    let _ = ctl::thread_tcache_flush();
+    for index in ARENAS.indices() {
+        if purge::return_freed(index).is_err() {
+            let _ = purge::purge(index);
+        }
+    }
+    if TRIM_AFTER.load(Ordering::Relaxed) {
+        let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
+        for index in (0..count).filter(|&i| !recycler::is_ours(i)) {
+            let _ = purge::purge(index);
+        }
+    }
+}

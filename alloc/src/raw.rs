@@ -1,0 +1,171 @@
+//! `RawAlloc`: the phase's routing for code that does not allocate through
+//! `GlobalAlloc`, and the exact test of whether a block is one of ours.
+
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+use tikv_jemalloc_sys as ffi;
+
+use crate::percpu::PerCpu;
+use crate::{binding, hooks, phase, purge};
+
+/// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
+/// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page
+/// of theirs is known to [`RawAlloc::owns`].
+static ARENAS: PerCpu = PerCpu::new();
+
+/// The alignment every block has without asking (as `malloc`'s, on 64-bit targets).
+const MIN_ALIGN: usize = 16;
+
+/// Allocation for code that does not go through Rust's `GlobalAlloc`, with the routing
+/// of [`ArenaAlloc`](crate::ArenaAlloc): a C library's allocator hooks, an
+/// interpreter's raw allocator, an array library's data allocator.
+///
+/// Where a block goes:
+/// - on a thread in a scope or pool job: that thread's arena;
+/// - in a [`phase`](crate::phase), from [`phase_threshold`](crate::phase_threshold)
+///   bytes up: the phase arena of the calling thread's CPU;
+/// - otherwise: an arena of this crate's per CPU that behaves as jemalloc's own do
+///   (freed pages decay over jemalloc's default 10 s).
+///
+/// Every block is jemalloc's and bypasses thread caches (so no thread keeps a freed
+/// block's pages), and [`owns`](RawAlloc::owns) tells exactly whether a pointer is one
+/// of them: the way for a hook that wraps another allocator to route each `free` and
+/// `realloc` to the allocator that made the block. All functions are thread-safe, need
+/// no lock of the caller's (such as an interpreter's global lock), never unwind, and
+/// report failure with a null pointer. They work whether or not `ArenaAlloc` is the
+/// global allocator.
+///
+/// ```
+/// use arenapool_alloc::RawAlloc;
+///
+/// let block = RawAlloc::alloc(1 << 20, 64);
+/// assert!(!block.is_null() && RawAlloc::owns(block));
+/// let on_the_stack = 0u8;
+/// assert!(!RawAlloc::owns(&on_the_stack));
+/// // SAFETY: `block` came from `RawAlloc`, 1 MiB long, and is freed once.
+/// unsafe {
+///     block.write_bytes(1, 1 << 20);
+///     let block = RawAlloc::realloc(block, 2 << 20, 64);
+///     assert_eq!(*block.add((1 << 20) - 1), 1);
+///     RawAlloc::free(block);
+/// }
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RawAlloc;
+
+impl RawAlloc {
+    /// Allocates `size` bytes (at least 1) aligned to `align`, uninitialised; null if
+    /// `align` is not a power of two, or if memory or an arena cannot be had.
+    pub fn alloc(size: usize, align: usize) -> *mut u8 {
+        let size = size.max(1);
+        match flags(size, align) {
+            // SAFETY: `size` is non-zero and the flags are valid (an existing arena, a
+            // power-of-two alignment).
+            Some(flags) => unsafe { ffi::mallocx(size, flags) }.cast(),
+            None => ptr::null_mut(),
+        }
+    }
+
+    /// Like [`alloc`](RawAlloc::alloc), with the memory zeroed.
+    pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+        let size = size.max(1);
+        match flags(size, align) {
+            // SAFETY: as in `alloc`.
+            Some(flags) => unsafe { ffi::mallocx(size, flags | ffi::MALLOCX_ZERO) }.cast(),
+            None => ptr::null_mut(),
+        }
+    }
+
+    /// Resizes a block to `new_size` bytes (at least 1), aligned to `align`, keeping
+    /// its contents up to the smaller size; the block may move, and where it moves to
+    /// follows the same routing as [`alloc`](RawAlloc::alloc). A null `ptr` allocates.
+    /// On failure returns null and leaves the block as it was.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is null or a live block of [`RawAlloc`]'s (see [`owns`](RawAlloc::owns)),
+    /// which is not used again unless null is returned; `align` is at least what it was
+    /// allocated with.
+    pub unsafe fn realloc(ptr: *mut u8, new_size: usize, align: usize) -> *mut u8 {
+        if ptr.is_null() {
+            return Self::alloc(new_size, align);
+        }
+        let size = new_size.max(1);
+        match flags(size, align) {
+            // SAFETY: `ptr` is a live block of jemalloc's (the caller's contract), the
+            // size non-zero, the flags valid.
+            Some(flags) => unsafe { ffi::rallocx(ptr.cast(), size, flags) }.cast(),
+            None => ptr::null_mut(),
+        }
+    }
+
+    /// Frees a block. Null does nothing.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is null or a live block of [`RawAlloc`]'s, not used again.
+    pub unsafe fn free(ptr: *mut u8) {
+        if !ptr.is_null() {
+            // SAFETY: a live block of jemalloc's, freed once (the caller's contract),
+            // straight to its arena.
+            unsafe { ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE) }
+        }
+    }
+
+    /// Whether `ptr` points into memory of this crate's arenas: true for every block
+    /// [`RawAlloc`] returned (and for blocks `ArenaAlloc` placed in scopes, pool jobs
+    /// and phases), false for memory of any other allocator (the system `malloc`, an
+    /// interpreter's own, jemalloc's automatic arenas), the stack and static data.
+    ///
+    /// Exact, not a guess: arenas map their memory themselves, in aligned 2 MiB
+    /// granules that nothing else shares, never unmapped, each marked in a bitmap of
+    /// the address space. One atomic load; safe to call with any pointer.
+    #[inline]
+    pub fn owns(ptr: *const u8) -> bool {
+        hooks::owns(ptr as usize)
+    }
+
+    /// The usable size of a block: at least what was asked for.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of [`RawAlloc`]'s.
+    pub unsafe fn usable_size(ptr: *const u8) -> usize {
+        // SAFETY: a live block of jemalloc's (the caller's contract).
+        unsafe { ffi::sallocx(ptr.cast(), 0) }
+    }
+}
+
+/// jemalloc's flags for a block of `size` bytes aligned to `align` asked for by the
+/// calling thread: its arena (see [`RawAlloc`]), no thread cache, the alignment.
+fn flags(size: usize, align: usize) -> Option<c_int> {
+    if !align.is_power_of_two() {
+        return None;
+    }
+    let align = if align <= MIN_ALIGN && align <= size {
+        0
+    } else {
+        ffi::MALLOCX_LG_ALIGN(align.trailing_zeros() as usize)
+    };
+    let arena = if binding::is_bound() {
+        // No arena named: jemalloc takes the thread's own, one of ours.
+        0
+    } else {
+        let index = match phase::route(size) {
+            Some(index) => index,
+            None => general_arena()?,
+        };
+        ffi::MALLOCX_ARENA(index as usize)
+    };
+    Some(arena | align | ffi::MALLOCX_TCACHE_NONE)
+}
+
+/// This thread's CPU's arena for blocks outside phases, made on first use.
+fn general_arena() -> Option<u32> {
+    if let Some(index) = ARENAS.pick() {
+        return Some(index);
+    }
+    ARENAS.make(purge::decay_as_jemalloc).ok()?;
+    ARENAS.pick()
+}
