@@ -2,8 +2,9 @@
 //!
 //! Every control name is translated to a MIB once, on first use, and cached in [`Mibs`];
 //! per-arena names are looked up with index 0 and the index component is patched in, so
-//! no name is ever formatted or parsed on a scope's path. Nothing here is called from
-//! the allocator itself (`GlobalAlloc` methods never reach this module).
+//! no name is ever formatted or parsed on a scope's path. The allocator itself reaches
+//! this module on one rare path only: a large free whose purge jemalloc skipped, into an
+//! idle arena of this crate's (`crate::purge::free`).
 //!
 //! The rest of the crate is kept away from `mallctl*` by `clippy::disallowed_methods`.
 #![allow(clippy::disallowed_methods)]

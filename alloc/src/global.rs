@@ -9,7 +9,7 @@ use tikv_jemalloc_sys as ffi;
 use tikv_jemallocator::Jemalloc;
 
 use crate::ctl::{self, CtlError};
-use crate::{phase, Error};
+use crate::{phase, purge, Error};
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge, and
 /// phases that catch every thread's large allocations.
@@ -23,9 +23,8 @@ use crate::{phase, Error};
 /// ```
 ///
 /// Outside any phase it *is* [`tikv_jemallocator::Jemalloc`]: every method forwards to
-/// it unchanged, after one comparison of the size with a constant on the paths of
-/// blocks of 16 KiB and more (and one relaxed load there), so the hot path costs the
-/// same. Which arena an allocation comes from is decided inside jemalloc by the calling
+/// it unchanged, after one comparison of the size with a constant (and, for blocks of
+/// 16 KiB and more, one relaxed load, out of line), so the hot path costs the same. Which arena an allocation comes from is decided inside jemalloc by the calling
 /// thread's binding, which scopes change through jemalloc's control interface; while a
 /// [`phase`](crate::phase) is open, blocks of [`phase_threshold`](crate::phase_threshold)
 /// bytes and more (allocated, zeroed or grown by `realloc`) asked for by threads that are
@@ -33,23 +32,6 @@ use crate::{phase, Error};
 /// Nothing unwinds out of these methods: jemalloc reports failure with a null pointer.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ArenaAlloc;
-
-/// The alignment jemalloc gives every block without being asked (as tikv's `Jemalloc`
-/// assumes on the 64-bit targets it supports).
-const MIN_ALIGN: usize = 16;
-
-/// jemalloc's flags for a block of `size` bytes with `layout`'s alignment in phase
-/// arena `arena`: no thread cache (phase blocks are larger than any cache holds; this
-/// only says so), the alignment as tikv's `Jemalloc` gives it.
-#[inline]
-fn phase_flags(arena: u32, align: usize, size: usize) -> c_int {
-    let align = if align <= MIN_ALIGN && align <= size {
-        0
-    } else {
-        ffi::MALLOCX_LG_ALIGN(align.trailing_zeros() as usize)
-    };
-    ffi::MALLOCX_ARENA(arena as usize) | ffi::MALLOCX_TCACHE_NONE | align
-}
 
 // SAFETY: every method forwards to `Jemalloc`, a correct `GlobalAlloc`, with the same
 // arguments and the same contract, or makes the same call `Jemalloc` makes with an
@@ -59,25 +41,18 @@ unsafe impl GlobalAlloc for ArenaAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if layout.size() >= phase::FLOOR {
-            if let Some(arena) = phase::route(layout.size()) {
-                let flags = phase_flags(arena, layout.align(), layout.size());
-                // SAFETY: the size is non-zero (at least `FLOOR`), the flags name an
-                // existing arena and a power-of-two alignment (`Layout`'s).
-                return unsafe { ffi::mallocx(layout.size(), flags) }.cast();
-            }
+            // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we forward.
+            return unsafe { alloc_large(layout, 0) };
         }
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we forward.
+        // SAFETY: as above.
         unsafe { Jemalloc.alloc(layout) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if layout.size() >= phase::FLOOR {
-            if let Some(arena) = phase::route(layout.size()) {
-                let flags = phase_flags(arena, layout.align(), layout.size());
-                // SAFETY: as in `alloc`.
-                return unsafe { ffi::mallocx(layout.size(), flags | ffi::MALLOCX_ZERO) }.cast();
-            }
+            // SAFETY: as for `alloc`.
+            return unsafe { alloc_large(layout, ffi::MALLOCX_ZERO) };
         }
         // SAFETY: as for `alloc`.
         unsafe { Jemalloc.alloc_zeroed(layout) }
@@ -85,6 +60,11 @@ unsafe impl GlobalAlloc for ArenaAlloc {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if layout.size() >= phase::FLOOR {
+            // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract, which we
+            // forward.
+            return unsafe { dealloc_large(ptr, layout) };
+        }
         // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
         unsafe { Jemalloc.dealloc(ptr, layout) }
     }
@@ -92,16 +72,75 @@ unsafe impl GlobalAlloc for ArenaAlloc {
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if new_size >= phase::FLOOR {
-            if let Some(arena) = phase::route(new_size) {
-                let flags = phase_flags(arena, layout.align(), new_size);
-                // SAFETY: `ptr` is a live block of jemalloc's (this allocator's), the
-                // new size non-zero, the flags valid; jemalloc keeps the block where it
-                // is if it can grow it in place, and otherwise moves it into the arena.
-                return unsafe { ffi::rallocx(ptr.cast(), new_size, flags) }.cast();
-            }
+            // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract, which we
+            // forward.
+            return unsafe { realloc_large(ptr, layout, new_size) };
         }
         // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
         unsafe { Jemalloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The path of [`ArenaAlloc::alloc`] (`zero` 0) and [`ArenaAlloc::alloc_zeroed`]
+/// (`zero` is `MALLOCX_ZERO`) for blocks of [`phase::FLOOR`] bytes and more: out of line
+/// and cold, so that the path of small blocks is one comparison and a jump.
+///
+/// # Safety
+///
+/// As [`GlobalAlloc::alloc`]; `layout.size()` is at least [`phase::FLOOR`].
+#[cold]
+#[inline(never)]
+unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
+    match phase::route(layout.size()) {
+        Some(arena) => {
+            let flags = phase::mallocx_flags(Some(arena), layout.align(), layout.size());
+            // SAFETY: the size is non-zero (at least `FLOOR`), the flags name an existing
+            // arena and a power-of-two alignment (`Layout`'s).
+            unsafe { ffi::mallocx(layout.size(), flags | zero) }.cast()
+        }
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we forward.
+        None if zero != 0 => unsafe { Jemalloc.alloc_zeroed(layout) },
+        // SAFETY: as above.
+        None => unsafe { Jemalloc.alloc(layout) },
+    }
+}
+
+/// The path of [`ArenaAlloc::dealloc`] for blocks of [`phase::FLOOR`] bytes and more:
+/// out of line and cold, as [`alloc_large`]. The block's pages go back at once if it
+/// lies in an idle arena of this crate's, also when jemalloc skips the purge of its free
+/// because another thread is purging that arena (see [`purge::free`]).
+///
+/// # Safety
+///
+/// As [`GlobalAlloc::dealloc`]; `layout.size()` is at least [`phase::FLOOR`].
+#[cold]
+#[inline(never)]
+unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
+    // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
+    purge::free(ptr, Some(layout.size()), || unsafe {
+        Jemalloc.dealloc(ptr, layout)
+    });
+}
+
+/// The path of [`ArenaAlloc::realloc`] to sizes of [`phase::FLOOR`] bytes and more: out
+/// of line and cold, as [`alloc_large`].
+///
+/// # Safety
+///
+/// As [`GlobalAlloc::realloc`]; `new_size` is at least [`phase::FLOOR`].
+#[cold]
+#[inline(never)]
+unsafe fn realloc_large(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    match phase::route(new_size) {
+        Some(arena) => {
+            let flags = phase::mallocx_flags(Some(arena), layout.align(), new_size);
+            // SAFETY: `ptr` is a live block of jemalloc's (this allocator's), the new
+            // size non-zero, the flags valid; jemalloc keeps the block where it is if it
+            // can resize it in place, and otherwise moves it into the arena.
+            unsafe { ffi::rallocx(ptr.cast(), new_size, flags) }.cast()
+        }
+        // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
+        None => unsafe { Jemalloc.realloc(ptr, layout, new_size) },
     }
 }
 

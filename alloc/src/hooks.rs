@@ -2,11 +2,11 @@
 //! memory for an arena and to give its pages back.
 //!
 //! - `alloc` maps memory itself, in whole granules of [`GRANULE`] (2 MiB) aligned to
-//!   one, and marks each granule in a bitmap of the address space: [`owns`] then tells,
-//!   exactly and with one load, whether an address lies in memory of this crate's
-//!   arenas. Nothing else shares a granule (the tail past what jemalloc asked for stays
-//!   mapped, untouched, so never resident), and nothing is ever unmapped (there is no
-//!   `dalloc` hook), so a mark never goes stale.
+//!   one, and notes each granule's arena in a map of the address space: [`arena_of`]
+//!   then tells, exactly and with two loads, whether an address lies in memory of this
+//!   crate's arenas, and in which. Nothing else shares a granule (the tail past what
+//!   jemalloc asked for stays mapped, untouched, so never resident), and nothing is ever
+//!   unmapped (there is no `dalloc` hook), so an entry never goes stale.
 //! - `decommit`, `purge_lazy` and `purge_forced` forward to jemalloc's own hooks and
 //!   count their calls, per arena and per thread: [`crate::purge`] tells from the
 //!   counts whether a purge ran.
@@ -16,8 +16,9 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_uint, c_void};
+use std::mem::size_of;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use tikv_jemalloc_sys as ffi;
@@ -27,37 +28,99 @@ use crate::ctl::{self, CtlResult, ARENAS_ALL};
 /// The unit in which arenas' memory is mapped and owned: 2 MiB, the x86-64 huge page.
 pub(crate) const GRANULE: usize = 2 << 20;
 
-/// Addresses [`owns`] covers: the 47-bit user address space of x86-64 and AArch64
+/// Addresses [`arena_of`] covers: the 47-bit user address space of x86-64 and AArch64
 /// Linux (mappings above it are made only when asked for with a hint above it).
 const ADDRESS_BITS: u32 = 47;
 
-const GRANULES: usize = 1 << (ADDRESS_BITS - GRANULE.trailing_zeros());
+/// Address bits a leaf of the map covers: 4 GiB, 2,048 granules.
+const LEAF_BITS: u32 = 32;
 
-/// One bit per granule of the address space, set when an arena of this crate mapped
-/// it: 8 MiB of zero-initialised static memory, of which only the words that are
-/// written become resident (one 4 KiB page of it covers 64 GiB of address space).
-static OWNED: [AtomicU64; GRANULES / 64] = [const { AtomicU64::new(0) }; GRANULES / 64];
+const GRANULES_PER_LEAF: usize = 1 << (LEAF_BITS - GRANULE.trailing_zeros());
 
-/// Whether `addr` lies in memory that one of this crate's arenas mapped. Exact: no
-/// other allocator's memory shares a granule with it.
+/// One page of the map: each granule's arena index plus one, 0 for memory not ours.
+type Leaf = [AtomicU16; GRANULES_PER_LEAF];
+
+/// The map of the address space, granule to arena: a leaf per 4 GiB that arenas mapped
+/// memory in, made by the `alloc` hook (one page each); 256 KiB of zero-initialised
+/// static memory for the leaves' addresses.
+static MAP: [AtomicPtr<Leaf>; 1 << (ADDRESS_BITS - LEAF_BITS)] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; 1 << (ADDRESS_BITS - LEAF_BITS)];
+
+/// The arena whose memory `addr` lies in, if it is one of this crate's: exact, since no
+/// other allocator's memory shares a granule with theirs.
 #[inline]
-pub(crate) fn owns(addr: usize) -> bool {
-    let granule = addr >> GRANULE.trailing_zeros();
-    match OWNED.get(granule / 64) {
-        // Acquire: pairs with the Release of `mark`, so a block handed from the thread
-        // that mapped it to this one is seen as owned.
-        Some(word) => word.load(Ordering::Acquire) & (1 << (granule % 64)) != 0,
-        None => false,
+pub(crate) fn arena_of(addr: usize) -> Option<u32> {
+    // Acquire, here and below: pairs with the Release of `note`, so a block handed
+    // from the thread that mapped it to this one is seen as ours.
+    let leaf = MAP.get(addr >> LEAF_BITS)?.load(Ordering::Acquire);
+    if leaf.is_null() {
+        return None;
+    }
+    let granule = (addr >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF;
+    // SAFETY: a non-null entry points to a leaf made by `leaf_for`, never freed.
+    match unsafe { &*leaf }[granule].load(Ordering::Acquire) {
+        0 => None,
+        index => Some(u32::from(index) - 1),
     }
 }
 
-/// Marks `[start, start + len)`, whole granules, as owned.
-fn mark(start: usize, len: usize) {
-    let first = start >> GRANULE.trailing_zeros();
-    let count = len >> GRANULE.trailing_zeros();
-    for granule in first..first + count {
-        OWNED[granule / 64].fetch_or(1 << (granule % 64), Ordering::Release);
+/// The leaf for `addr`'s 4 GiB, made if needed; `None` if no page can be had for it.
+fn leaf_for(addr: usize) -> Option<&'static Leaf> {
+    let slot = MAP.get(addr >> LEAF_BITS)?;
+    let mut leaf = slot.load(Ordering::Acquire);
+    if leaf.is_null() {
+        // SAFETY: a new private anonymous mapping touches no existing memory; zeroed,
+        // it is a leaf of zeros (every granule not ours).
+        let page = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                size_of::<Leaf>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return None;
+        }
+        match slot.compare_exchange(
+            ptr::null_mut(),
+            page.cast(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => leaf = page.cast(),
+            Err(theirs) => {
+                // Another mapping made the leaf first.
+                // SAFETY: `page` is ours, unused and unshared.
+                unsafe { libc::munmap(page, size_of::<Leaf>()) };
+                leaf = theirs;
+            }
+        }
     }
+    // SAFETY: a non-null entry points to a leaf, mapped for the rest of the process.
+    Some(unsafe { &*leaf })
+}
+
+/// Notes `[start, start + len)`, whole granules inside the covered address space, as
+/// arena `arena`'s; false if a leaf could not be made (nothing is then noted).
+fn note(start: usize, len: usize, arena: c_uint) -> bool {
+    let Ok(entry) = u16::try_from(arena + 1) else {
+        return false;
+    };
+    let granules = (start..start + len).step_by(GRANULE);
+    // Make every leaf first, so that a failure leaves no granule noted.
+    if granules.clone().any(|g| leaf_for(g).is_none()) {
+        return false;
+    }
+    for granule in granules {
+        if let Some(leaf) = leaf_for(granule) {
+            leaf[(granule >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF]
+                .store(entry, Ordering::Release);
+        }
+    }
+    true
 }
 
 thread_local! {
@@ -107,7 +170,7 @@ pub(crate) fn table() -> CtlResult<*mut ffi::extent_hooks_t> {
             // (the default on 64-bit Linux), and a missing `dalloc` hook means the same
             // to it; so ours has none, and behaves as the default does. (With `retain`
             // off, the arena's unused memory then stays mapped but not resident.)
-            // `owns` relies on it: nothing an arena mapped is ever unmapped.
+            // `arena_of` relies on it: nothing an arena mapped is ever unmapped.
             ours.dalloc = None;
             ours.merge = Some(merge);
             ours.decommit = Some(decommit);
@@ -123,8 +186,8 @@ pub(crate) fn table() -> CtlResult<*mut ffi::extent_hooks_t> {
         .map_err(|e| *e)
 }
 
-/// Maps `size` bytes for an arena, aligned to `alignment` and to a granule, in whole
-/// granules, and marks them owned; null if the OS refuses, or if jemalloc asks for a
+/// Maps `size` bytes for arena `arena`, aligned to `alignment` and to a granule, in
+/// whole granules, and notes them as the arena's; null if the OS refuses, or if jemalloc asks for a
 /// given address (`new_addr`), which it does only when it does not retain memory (and
 /// then falls back to asking for any address).
 ///
@@ -137,7 +200,7 @@ unsafe extern "C" fn alloc(
     alignment: usize,
     zero: *mut bool,
     commit: *mut bool,
-    _arena: c_uint,
+    arena: c_uint,
 ) -> *mut c_void {
     if !new_addr.is_null() || size == 0 {
         return ptr::null_mut();
@@ -173,7 +236,7 @@ unsafe extern "C" fn alloc(
     let start = base.next_multiple_of(align);
     let end = start + len;
     // Unmap the slack on either side, so that the mapping is exactly the aligned
-    // granules: nothing of ours is left that `owns` does not mark, or the reverse.
+    // granules: nothing of ours is left that `arena_of` does not know, or the reverse.
     // SAFETY: both ranges lie inside the mapping just made, which nothing else knows.
     unsafe {
         if start > base {
@@ -183,13 +246,12 @@ unsafe extern "C" fn alloc(
             libc::munmap(end as *mut c_void, base + span - end);
         }
     }
-    if (end - 1) >> ADDRESS_BITS != 0 {
-        // Beyond what `owns` covers: give it back and fail.
+    if (end - 1) >> ADDRESS_BITS != 0 || !note(start, len, arena) {
+        // Beyond what the map covers, or no page for its leaf: give it back and fail.
         // SAFETY: the aligned mapping is ours and unused.
         unsafe { libc::munmap(start as *mut c_void, len) };
         return ptr::null_mut();
     }
-    mark(start, len);
     // SAFETY: jemalloc passes valid pointers to its two flags.
     unsafe {
         *zero = true;
@@ -266,15 +328,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn marks_whole_granules_only() {
+    fn notes_whole_granules_only() {
         // An address range far from anything mapped in a test process.
         let start = 0x5a00_0000_0000;
-        assert!(!owns(start));
-        mark(start, 2 * GRANULE);
-        assert!(owns(start));
-        assert!(owns(start + GRANULE + 12345));
-        assert!(!owns(start + 2 * GRANULE));
-        assert!(!owns(start - 1));
-        assert!(!owns(usize::MAX));
+        assert_eq!(arena_of(start), None);
+        assert!(note(start, 2 * GRANULE, 4094));
+        assert_eq!(arena_of(start), Some(4094));
+        assert_eq!(arena_of(start + GRANULE + 12345), Some(4094));
+        assert_eq!(arena_of(start + 2 * GRANULE), None);
+        assert_eq!(arena_of(start - 1), None);
+        assert_eq!(arena_of(usize::MAX), None);
+        // Across a leaf's end.
+        let edge = 0x5b00_0000_0000 - GRANULE;
+        assert!(note(edge, 2 * GRANULE, 7));
+        assert_eq!(
+            (arena_of(edge), arena_of(edge + GRANULE)),
+            (Some(7), Some(7))
+        );
     }
 }

@@ -17,9 +17,12 @@
 //! small objects freed during the phase) are purged too, unless
 //! [`set_trim_after_phase`] turned that off.
 
+use std::ffi::c_int;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, ARENAS_ALL};
 use crate::global::ensure_routable;
@@ -49,6 +52,26 @@ static ARENAS: PerCpu = PerCpu::new();
 fn open_count() -> MutexGuard<'static, usize> {
     // Nothing panics while the lock is held; a poisoned count is still right.
     OPEN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The alignment jemalloc gives every block without being asked (as tikv's `Jemalloc`
+/// assumes on the 64-bit targets it supports).
+const MIN_ALIGN: usize = 16;
+
+/// jemalloc's `mallocx` flags for a block of `size` bytes aligned to `align` (a power of
+/// two) in `arena` (`None`: the calling thread's own): no thread cache, so that no
+/// thread keeps the block's pages once it is freed (for blocks above the threshold,
+/// which no cache holds, this only says so), and the alignment as tikv's `Jemalloc`
+/// asks for it.
+#[inline]
+pub(crate) fn mallocx_flags(arena: Option<u32>, align: usize, size: usize) -> c_int {
+    let align = if align <= MIN_ALIGN && align <= size {
+        0
+    } else {
+        ffi::MALLOCX_LG_ALIGN(align.trailing_zeros() as usize)
+    };
+    let arena = arena.map_or(0, |index| ffi::MALLOCX_ARENA(index as usize));
+    arena | align | ffi::MALLOCX_TCACHE_NONE
 }
 
 /// The phase arena for a block of `size` bytes asked for by the calling thread, if it

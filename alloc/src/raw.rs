@@ -14,9 +14,6 @@ use crate::{binding, hooks, phase, purge};
 /// of theirs is known to [`RawAlloc::owns`].
 static ARENAS: PerCpu = PerCpu::new();
 
-/// The alignment every block has without asking (as `malloc`'s, on 64-bit targets).
-const MIN_ALIGN: usize = 16;
-
 /// Allocation for code that does not go through Rust's `GlobalAlloc`, with the routing
 /// of [`ArenaAlloc`](crate::ArenaAlloc): a C library's allocator hooks, an
 /// interpreter's raw allocator, an array library's data allocator.
@@ -109,7 +106,9 @@ impl RawAlloc {
         if !ptr.is_null() {
             // SAFETY: a live block of jemalloc's, freed once (the caller's contract),
             // straight to its arena.
-            unsafe { ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE) }
+            purge::free(ptr, None, || unsafe {
+                ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE)
+            })
         }
     }
 
@@ -119,11 +118,11 @@ impl RawAlloc {
     /// interpreter's own, jemalloc's automatic arenas), the stack and static data.
     ///
     /// Exact, not a guess: arenas map their memory themselves, in aligned 2 MiB
-    /// granules that nothing else shares, never unmapped, each marked in a bitmap of
-    /// the address space. One atomic load; safe to call with any pointer.
+    /// granules that nothing else shares, never unmapped, each noted in a map of the
+    /// address space. Two atomic loads; safe to call with any pointer.
     #[inline]
     pub fn owns(ptr: *const u8) -> bool {
-        hooks::owns(ptr as usize)
+        hooks::arena_of(ptr as usize).is_some()
     }
 
     /// The usable size of a block: at least what was asked for.
@@ -143,22 +142,16 @@ fn flags(size: usize, align: usize) -> Option<c_int> {
     if !align.is_power_of_two() {
         return None;
     }
-    let align = if align <= MIN_ALIGN && align <= size {
-        0
-    } else {
-        ffi::MALLOCX_LG_ALIGN(align.trailing_zeros() as usize)
-    };
     let arena = if binding::is_bound() {
         // No arena named: jemalloc takes the thread's own, one of ours.
-        0
+        None
     } else {
-        let index = match phase::route(size) {
+        Some(match phase::route(size) {
             Some(index) => index,
             None => general_arena()?,
-        };
-        ffi::MALLOCX_ARENA(index as usize)
+        })
     };
-    Some(arena | align | ffi::MALLOCX_TCACHE_NONE)
+    Some(phase::mallocx_flags(arena, align, size))
 }
 
 /// This thread's CPU's arena for blocks outside phases, made on first use.
