@@ -63,6 +63,9 @@ pub enum Contender {
     /// one second: free pages stay for the next job until the pool has been idle that
     /// long.
     ArenapoolWarm,
+    /// `arenapool_alloc::ArenaAlloc`; parallel phases run on a plain rayon pool inside
+    /// `arenapool_alloc::phase`: what a program gets that cannot change its pool.
+    ArenapoolPhase,
 }
 
 /// The idle time after which the `arenapool-warm` contender's pool gives its pages back.
@@ -70,7 +73,7 @@ pub const ARENAPOOL_KEEP_WARM: std::time::Duration = std::time::Duration::from_s
 
 impl Contender {
     /// Every contender, in the order tables and charts show them.
-    pub const ALL: [Contender; 13] = [
+    pub const ALL: [Contender; 14] = [
         Contender::Glibc,
         Contender::GlibcTrim,
         Contender::GlibcTrim64k,
@@ -84,6 +87,7 @@ impl Contender {
         Contender::Tcmalloc,
         Contender::Arenapool,
         Contender::ArenapoolWarm,
+        Contender::ArenapoolPhase,
     ];
 
     /// The contender's name, as given to `--contenders`.
@@ -102,6 +106,7 @@ impl Contender {
             Contender::Tcmalloc => "tcmalloc",
             Contender::Arenapool => "arenapool",
             Contender::ArenapoolWarm => "arenapool-warm",
+            Contender::ArenapoolPhase => "arenapool-phase",
         }
     }
 
@@ -137,6 +142,12 @@ impl Contender {
             Contender::ArenapoolWarm => {
                 "arenapool as above, the pool built with keep_warm(1 s): free pages kept \
                  between jobs, given back after 1 s idle"
+            }
+            Contender::ArenapoolPhase => {
+                "arenapool (jemalloc 5.3), defaults; parallel phases run on a plain rayon \
+                 pool inside arenapool::phase, as do threads the workload starts; S2's \
+                 tasks are handed from the shared stream to that pool, in a phase open \
+                 for the whole stream"
             }
         }
     }
@@ -184,6 +195,12 @@ impl Contender {
         matches!(self, Contender::Arenapool | Contender::ArenapoolWarm)
     }
 
+    /// Whether the contender's parallel phases run on a plain rayon pool inside
+    /// `arenapool_alloc::phase`.
+    pub(crate) fn uses_phases(self) -> bool {
+        self == Contender::ArenapoolPhase
+    }
+
     /// How long the contender's `ArenaPool` keeps free pages after a job (zero: none).
     pub(crate) fn keep_warm(self) -> std::time::Duration {
         match self {
@@ -211,6 +228,10 @@ impl Contender {
             Contender::Arenapool | Contender::ArenapoolWarm if !arenapool_alloc::is_installed() => {
                 Err("the arenapool contender runs without ArenaAlloc installed".to_owned())
             }
+            // A phase that cannot open would run the work outside one, with a warning
+            // the runner does not read: the contender would measure plain jemalloc.
+            Contender::ArenapoolPhase => arenapool_alloc::try_phase(|| ())
+                .map_err(|e| format!("the arenapool-phase contender cannot open a phase: {e}")),
             _ => Ok(()),
         }
     }
