@@ -2,20 +2,30 @@
 //!
 //! - `hot_path/*`: alloc + free through `ArenaAlloc` and through plain
 //!   `tikv_jemallocator::Jemalloc`, same binary, same run (goal: ratio <= 1.02).
+//! - `phase/64B/*`, `phase/64KiB/*`: the same on two threads at once, through
+//!   `Jemalloc`, through `ArenaAlloc` with no phase open, and through `ArenaAlloc`
+//!   inside a phase (where 64 KiB blocks go to the phase arenas). Goal: `ArenaAlloc`
+//!   <= 1.02x `Jemalloc` with no phase; 64 KiB <= 1.05x `Jemalloc` inside a phase.
 //! - `scope/empty_with_arena`: the fixed cost of a scope (goal: <= 2 us).
 //! - `purge/*`: giving 64 MiB of freed pages back, via `Arena::purge` and via a raw
 //!   `madvise(MADV_DONTNEED)` of the same size (goal: arena >= 0.8x raw throughput).
 use std::alloc::{GlobalAlloc, Layout};
 use std::hint::black_box;
+use std::sync::Barrier;
+use std::thread;
 use std::time::{Duration, Instant};
 
-use arenapool_alloc::{with_arena, Arena, ArenaAlloc};
+use arenapool_alloc::{enter_phase, phase_threshold, with_arena, Arena, ArenaAlloc, RawAlloc};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tikv_jemallocator::Jemalloc;
 
 #[global_allocator]
 static GLOBAL: ArenaAlloc = ArenaAlloc;
 
+/// Never inlined, for every allocator alike: a program reaches its global allocator
+/// through a call, and inlining one contender into the loop but not another (which
+/// the compiler decides by their sizes) would measure the inlining.
+#[inline(never)]
 fn alloc_free<A: GlobalAlloc>(a: &A, layout: Layout) {
     // SAFETY: `layout` has a non-zero size; the block is freed with the same allocator
     // and layout it was allocated with.
@@ -39,6 +49,75 @@ fn hot_path(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// `iters` alloc + free pairs of `layout` through `a` on each of two threads, started
+/// together; the slower thread's time. Each thread allocates once before the start, so
+/// setting up its cache and arena is not timed.
+fn two_threads<A: GlobalAlloc + Sync>(a: &A, layout: Layout, iters: u64) -> Duration {
+    let start = Barrier::new(2);
+    thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    alloc_free(a, layout);
+                    start.wait();
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        // An opaque size, as a program's sizes are: no size test of
+                        // `ArenaAlloc`'s is decided at compile time.
+                        alloc_free(a, black_box(layout));
+                    }
+                    started.elapsed()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a bench thread panicked"))
+            .max()
+            .expect("two threads")
+    })
+}
+
+/// Whether a block of `layout` from `ArenaAlloc` lands in one of this crate's arenas.
+fn routed(layout: Layout) -> bool {
+    // SAFETY: `layout` has a non-zero size; the block is freed with the same allocator
+    // and layout it was allocated with.
+    unsafe {
+        let p = ArenaAlloc.alloc(layout);
+        assert!(!p.is_null());
+        let ours = RawAlloc::owns(p);
+        ArenaAlloc.dealloc(p, layout);
+        ours
+    }
+}
+
+fn phase(c: &mut Criterion) {
+    for (name, size) in [("64B", 64usize), ("64KiB", 64 << 10)] {
+        let layout = Layout::from_size_align(size, 8).unwrap();
+        let mut group = c.benchmark_group(format!("phase/{name}"));
+        group.bench_function("jemalloc", |b| {
+            b.iter_custom(|iters| two_threads(&Jemalloc, layout, iters))
+        });
+        group.bench_function("arenapool", |b| {
+            b.iter_custom(|iters| two_threads(&ArenaAlloc, layout, iters))
+        });
+        let phase = enter_phase();
+        assert!(phase.is_open(), "no phase could be opened");
+        // The case measures the path it is named for: only blocks from the threshold
+        // up go to the phase arenas.
+        assert_eq!(
+            routed(layout),
+            size >= phase_threshold(),
+            "{name} in a phase"
+        );
+        group.bench_function("arenapool-in-phase", |b| {
+            b.iter_custom(|iters| two_threads(&ArenaAlloc, layout, iters))
+        });
+        drop(phase);
+        group.finish();
+    }
 }
 
 fn scope(c: &mut Criterion) {
@@ -111,5 +190,5 @@ fn purge(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, hot_path, scope, purge);
+criterion_group!(benches, hot_path, phase, scope, purge);
 criterion_main!(benches);
