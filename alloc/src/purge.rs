@@ -34,8 +34,10 @@
 //! ends, but starts its purge only after the end's own purge is over; in between it
 //! takes a few instructions of jemalloc's, so the free's thread must be descheduled
 //! just there. A page freed into an idle arena while another purge of that arena runs
-//! is left by jemalloc for the arena's next purge, which comes when the arena is next
-//! used or [`trim`](crate::trim) runs.
+//! is left by jemalloc for the arena's next purge; for blocks that reach their arena
+//! when freed (those larger than threads' caches hold), [`free`] makes that purge
+//! happen at once, but the pages of small objects, whose slabs empty inside jemalloc,
+//! wait for the arena's next purge: its next use, or [`trim`](crate::trim).
 
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
