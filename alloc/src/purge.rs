@@ -234,8 +234,9 @@ pub(crate) fn purge(index: u32) -> CtlResult<()> {
 /// phase's results, dropped on a rayon pool's workers), the last of them were seen to
 /// stay resident: 20 to 80 MiB of 400 MiB. So a free that called no hook of this
 /// thread's, into an idle arena of ours, waits for the purge under way and purges.
-/// Two loads, a thread-local read and a comparison on the way of every large free; the
-/// wait only when jemalloc skipped the free's purge.
+/// On the way of every large free, a load and the map's two; for blocks of ours, also a
+/// thread-local read before and after; the wait only when jemalloc skipped the free's
+/// purge.
 ///
 /// `size` is the block's size if the free goes through the thread's cache (which holds
 /// blocks up to `tcache_max`, and gives them to their arena only later), `None` if it
@@ -245,15 +246,15 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
     if size.is_some_and(|size| size < UNCACHED_FROM.load(Ordering::Relaxed)) {
         return free_it();
     }
+    // Looked up before the free, which may hand the granule's pages back, but reads
+    // only the map: the block's memory is not touched.
+    let Some(index) = hooks::arena_of(ptr as usize) else {
+        return free_it();
+    };
     let before = hooks::gave_back_here();
     free_it();
-    if hooks::gave_back_here() != before {
-        return;
-    }
-    if let Some(index) = hooks::arena_of(ptr as usize) {
-        if RETURNED[index as usize].idle.load(Ordering::SeqCst) {
-            purge_skipped(index);
-        }
+    if hooks::gave_back_here() == before && RETURNED[index as usize].idle.load(Ordering::SeqCst) {
+        purge_skipped(index);
     }
 }
 
