@@ -83,7 +83,8 @@ impl Arena {
     /// Only the calling thread is bound. Work that `f` hands to other threads (a rayon
     /// pool, spawned threads) allocates from *their* arenas. To run parallel work in
     /// arenas, use `arenapool::ArenaPool`, whose workers allocate only from the pool's
-    /// own arenas.
+    /// own arenas, or a [`phase`](crate::phase), whose arenas take the large blocks of
+    /// every thread.
     pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
         let _binding = self.bind();
         f()

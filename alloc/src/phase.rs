@@ -18,7 +18,6 @@
 //! [`set_trim_after_phase`] turned that off.
 
 use std::ffi::c_int;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -165,6 +164,7 @@ pub fn phase_is_open() -> bool {
 /// the rest of the process: large blocks keep going to the phase arenas, whose freed
 /// pages stay resident for reuse and are given back only by [`trim`](crate::trim).
 #[must_use = "the phase ends as soon as the guard is dropped"]
+#[derive(Debug)]
 pub struct PhaseGuard {
     /// Whether this guard opened a phase (false: it could not, and the work runs
     /// outside one).
@@ -184,14 +184,6 @@ impl Drop for PhaseGuard {
         if self.open {
             end();
         }
-    }
-}
-
-impl fmt::Debug for PhaseGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PhaseGuard")
-            .field("open", &self.open)
-            .finish()
     }
 }
 
@@ -326,11 +318,9 @@ fn returned_so_far() -> usize {
     if ctl::refresh_stats().is_err() {
         return 0;
     }
-    let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
-    let others = (0..count).filter(|&i| !recycler::is_ours(i));
     ARENAS
         .indices()
-        .chain(others)
+        .chain(other_arenas())
         .map(|i| ctl::arena_purged_bytes(i).unwrap_or(0))
         .fold(0, usize::saturating_add)
 }
@@ -341,8 +331,12 @@ fn begin() -> Result<(), Error> {
     let mut open = open_count();
     if *open == 0 {
         ARENAS.make(|_| Ok(()))?;
-        for index in ARENAS.indices() {
-            purge::keep_freed(index)?;
+        if let Err(e) = ARENAS.indices().try_for_each(purge::keep_freed) {
+            // No phase opens: none of the arenas may keep what is freed in them.
+            for index in ARENAS.indices() {
+                let _ = purge::return_freed(index);
+            }
+            return Err(e.into());
         }
         OPEN_THRESHOLD.store(phase_threshold(), Ordering::Relaxed);
     }
@@ -369,9 +363,15 @@ fn end() {
         }
     }
     if TRIM_AFTER.load(Ordering::Relaxed) {
-        let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
-        for index in (0..count).filter(|&i| !recycler::is_ours(i)) {
+        for index in other_arenas() {
             let _ = purge::purge(index);
         }
     }
+}
+
+/// The process's arenas that are not this crate's: jemalloc's automatic ones and its
+/// arena for oversize blocks.
+fn other_arenas() -> impl Iterator<Item = u32> {
+    let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
+    (0..count).filter(|&i| !recycler::is_ours(i))
 }

@@ -21,7 +21,8 @@ use crate::{Arena, Error, Report};
 /// Only the calling thread is bound. Work that `f` sends to other threads (rayon's
 /// global pool, spawned threads) allocates from their arenas and is not returned at the
 /// end. For parallel work, run it in an `arenapool::ArenaPool`, whose workers allocate
-/// from the pool's own arenas, given back when each job ends.
+/// from the pool's own arenas, given back when each job ends; on threads you do not
+/// own, open a [`phase`](crate::phase) around it.
 ///
 /// # Example
 ///
