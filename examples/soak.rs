@@ -10,8 +10,9 @@
 //! `with_arena_report`, a hand-made `Arena`, jobs on two pools (one of them with
 //! `keep_warm`) with scopes inside tasks and calls between the pools both ways, reports,
 //! jobs that panic, `map_stream` consumed whole, dropped early or panicking, consumed on
-//! the calling thread, inside a scope, or on a worker of the other pool, `trim()` and
-//! `memory()`. Half of the results escape into a shared bin, from which other callers
+//! the calling thread, inside a scope, or on a worker of the other pool, phases around
+//! work on a plain rayon pool of the soak's own (nested, inside a scope, panicking, or
+//! ended on another thread), `trim()` and `memory()`. Half of the results escape into a shared bin, from which other callers
 //! and a dropper thread free them later, on their own threads.
 //!
 //! Checks:
@@ -22,7 +23,8 @@
 //!   payload of the operation it belongs to; after it, the caller is bound to no arena
 //!   (or to the scope that caught it), and the next job on the pool runs.
 //! - Between operations a caller is bound to no arena; when no operation runs, only the
-//!   pools' arenas are alive.
+//!   pools' arenas and the phase arenas (made before the run) are alive, and no phase is
+//!   open. A phase's large blocks lie in arenas of arenapool's.
 //! - Every few seconds the callers stop at a checkpoint (no scope, job or stream alive;
 //!   each thread that freed results outside any scope has flushed its cache, as the
 //!   docs tell such a thread to), and RSS must be below
@@ -31,7 +33,8 @@
 //!   - `live` is the footprint of the results still in the bin: a whole page for each
 //!     small allocation, and for a large one its jemalloc size class plus one page;
 //!   - `workers x 8 MiB` is the bound on what a pool worker keeps in its thread cache
-//!     between jobs (docs/design.md), for the pools' three workers;
+//!     between jobs (docs/design.md), for the pools' three workers and the plain pool's
+//!     two;
 //!   - `slack` (16 MiB) covers jemalloc's metadata (about 86 KiB per arena, at most
 //!     about 20 arenas alive at once here), the pages that the soak's own small
 //!     bookkeeping, freed outside any arena, leaves in jemalloc's automatic arenas
@@ -69,6 +72,11 @@ const POOL_A_THREADS: usize = 2;
 /// Workers of the second pool, which keeps its pages warm between jobs.
 const POOL_B_THREADS: usize = 1;
 const KEEP_WARM: Duration = Duration::from_millis(100);
+/// Workers of the plain rayon pool phases run their work on: threads arenapool does not
+/// own.
+const PLAIN_THREADS: usize = 2;
+/// Threads whose caches the bound allows for: the pools' workers and the plain pool's.
+const WORKERS: usize = POOL_A_THREADS + POOL_B_THREADS + PLAIN_THREADS;
 /// What a pool worker may keep resident in its thread cache between jobs (docs/design.md).
 const WORKER_CACHE: usize = 8 << 20;
 /// The bin of escaped results holds at most this footprint, and this many results.
@@ -103,9 +111,12 @@ fn main() -> ExitCode {
         return finish(args.seed);
     }
     let soak = match Soak::new() {
-        Ok(soak) => soak,
+        Ok(mut soak) => {
+            soak.fixed_arenas = arenapool::live_arenas();
+            soak
+        }
         Err(e) => {
-            fail(format_args!("building the pools: {e}"));
+            fail(format_args!("building the pools and the phase arenas: {e}"));
             return finish(args.seed);
         }
     };
@@ -187,7 +198,7 @@ fn main() -> ExitCode {
     );
     println!(
         "bound at checkpoints: baseline + live + {} workers x {} + slack {}",
-        POOL_A_THREADS + POOL_B_THREADS,
+        WORKERS,
         Bytes(WORKER_CACHE),
         Bytes(SLACK)
     );
@@ -546,13 +557,15 @@ enum Kind {
     Stream,
     StreamEarlyDrop,
     StreamPanic,
+    Phase,
+    PhasePanic,
     Free,
     Trim,
     Memory,
 }
 
 impl Kind {
-    const ALL: [Kind; 14] = [
+    const ALL: [Kind; 16] = [
         Kind::Scope,
         Kind::ScopePanic,
         Kind::ScopeReport,
@@ -564,6 +577,8 @@ impl Kind {
         Kind::Stream,
         Kind::StreamEarlyDrop,
         Kind::StreamPanic,
+        Kind::Phase,
+        Kind::PhasePanic,
         Kind::Free,
         Kind::Trim,
         Kind::Memory,
@@ -582,6 +597,8 @@ impl Kind {
             Kind::Stream => "stream",
             Kind::StreamEarlyDrop => "stream_early_drop",
             Kind::StreamPanic => "stream_panic",
+            Kind::Phase => "phase",
+            Kind::PhasePanic => "phase_panic",
             Kind::Free => "free_escaped",
             Kind::Trim => "trim",
             Kind::Memory => "memory",
@@ -602,6 +619,8 @@ impl Kind {
             Kind::Stream => 6,
             Kind::StreamEarlyDrop => 5,
             Kind::StreamPanic => 4,
+            Kind::Phase => 8,
+            Kind::PhasePanic => 3,
             Kind::Free => 6,
             Kind::Trim => 2,
             Kind::Memory => 3,
@@ -625,6 +644,10 @@ impl Kind {
 struct Soak {
     a: Arc<ArenaPool>,
     b: Arc<ArenaPool>,
+    /// A plain rayon pool: threads arenapool does not own, on which phases run work.
+    plain: rayon::ThreadPool,
+    /// The arenas alive with no work running: the pools' and the phase arenas.
+    fixed_arenas: usize,
     bin: Bin,
     ops: [AtomicU64; Kind::ALL.len()],
     /// The callers are to stop at the next checkpoint.
@@ -653,21 +676,32 @@ struct Doing {
 }
 
 impl Soak {
-    fn new() -> Result<Soak, arenapool::BuildError> {
+    fn new() -> Result<Soak, String> {
+        let plain = rayon::ThreadPoolBuilder::new()
+            .num_threads(PLAIN_THREADS)
+            .thread_name(|i| format!("soak-plain-{i}"))
+            .build()
+            .map_err(|e| e.to_string())?;
+        // The first phase makes the phase arenas, kept for the process's life.
+        arenapool::try_phase(|| ()).map_err(|e| e.to_string())?;
         Ok(Soak {
             a: Arc::new(
                 ArenaPool::builder()
                     .num_threads(POOL_A_THREADS)
                     .thread_name(|i| format!("soak-a-{i}"))
-                    .build()?,
+                    .build()
+                    .map_err(|e| e.to_string())?,
             ),
             b: Arc::new(
                 ArenaPool::builder()
                     .num_threads(POOL_B_THREADS)
                     .thread_name(|i| format!("soak-b-{i}"))
                     .keep_warm(KEEP_WARM)
-                    .build()?,
+                    .build()
+                    .map_err(|e| e.to_string())?,
             ),
+            plain,
+            fixed_arenas: 0,
             bin: Bin::new(),
             ops: Default::default(),
             checkpoint: AtomicBool::new(false),
@@ -744,11 +778,16 @@ impl Soak {
     /// the bound.
     fn check_quiescent(&self, stats: &mut Stats) {
         let live_arenas = arenapool::live_arenas();
-        if live_arenas != POOL_A_THREADS + POOL_B_THREADS {
+        if live_arenas != self.fixed_arenas {
             fail(format_args!(
-                "checkpoint {}: {live_arenas} arenas alive with no work running, expected the pools' {}",
-                stats.checkpoints,
-                POOL_A_THREADS + POOL_B_THREADS
+                "checkpoint {}: {live_arenas} arenas alive with no work running, expected the pools' and the phase arenas' {}",
+                stats.checkpoints, self.fixed_arenas
+            ));
+        }
+        if arenapool::phase_is_open() {
+            fail(format_args!(
+                "checkpoint {}: a phase is open with no work running",
+                stats.checkpoints
             ));
         }
         // The keep-warm pool gives its pages back once idle for KEEP_WARM.
@@ -772,7 +811,7 @@ impl Soak {
             checkpoint: stats.checkpoints,
             rss,
             live,
-            bound: stats.baseline + live + (POOL_A_THREADS + POOL_B_THREADS) * WORKER_CACHE + SLACK,
+            bound: stats.baseline + live + WORKERS * WORKER_CACHE + SLACK,
         };
         if rss > sample.bound {
             fail(format_args!("RSS above the bound: {sample}"));
@@ -984,6 +1023,8 @@ impl<'s> Caller<'s> {
                 let at = self.rng.usize(0..n);
                 self.stream_panic(key, n, at);
             }
+            Kind::Phase => self.phase(key),
+            Kind::PhasePanic => self.phase_panic(key),
             Kind::Free => {
                 for _ in 0..self.rng.usize(1..5) {
                     free(self.soak.bin.take(&mut self.rng));
@@ -1266,6 +1307,48 @@ impl<'s> Caller<'s> {
         expect_arena("after stream_panic", None);
     }
 
+    /// A phase around work on the plain pool: tasks with scratch work, whose results'
+    /// large blocks must lie in arenas of arenapool's. The phase is opened around the
+    /// work, nested in another, inside a scope of the caller's, or held by a guard that
+    /// a worker of the plain pool drops.
+    fn phase(&mut self, key: u64) {
+        let tasks = self.rng.usize(1..17);
+        let plain = &self.soak.plain;
+        let work = || plain.install(|| phase_tasks(key, tasks, None));
+        let blocks = match self.rng.usize(..4) {
+            0 => arenapool::phase(|| arenapool::phase(work)),
+            1 => with_arena(|| arenapool::phase(work)),
+            2 => {
+                let guard = arenapool::enter_phase();
+                let blocks = work();
+                plain.install(move || drop(guard));
+                blocks
+            }
+            _ => arenapool::phase(work),
+        };
+        self.check_results(key, blocks, tasks, "phase result");
+    }
+
+    /// A phase in which one task (or the phase's closure itself) panics: the panic
+    /// reaches the caller, and the next phase runs.
+    fn phase_panic(&mut self, key: u64) {
+        let tasks = self.rng.usize(1..17);
+        let at = self.rng.usize(0..=tasks); // `tasks`: the closure, after its tasks
+        let plain = &self.soak.plain;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            arenapool::phase(|| {
+                let blocks = plain.install(|| phase_tasks(key, tasks, Some(at)));
+                if at == tasks {
+                    raise(key);
+                }
+                blocks
+            })
+        }));
+        expect_panic(result, key, "phase_panic");
+        let next = arenapool::phase(|| plain.install(|| phase_tasks(mix(key, 1), 1, None)));
+        self.check_results(mix(key, 1), next, 1, "phase result after a panic");
+    }
+
     fn check_results(&mut self, key: u64, blocks: Vec<Block>, n: usize, what: &str) {
         if blocks.len() != n {
             fail(format_args!(
@@ -1355,6 +1438,31 @@ fn pool_task(key: u64, i: usize, arenas: &[u32]) -> Block {
         _ => churn(mix(k, 4), 4),
     }
     Block::new(k)
+}
+
+/// `tasks` tasks of a phase, in parallel on the current (plain) pool; task `panic_at`
+/// panics after making its block.
+fn phase_tasks(key: u64, tasks: usize, panic_at: Option<usize>) -> Vec<Block> {
+    (0..tasks)
+        .into_par_iter()
+        .map(|i| {
+            let k = mix(key, i as u64);
+            churn(mix(k, 5), 4);
+            let block = Block::new(k);
+            if block.data.capacity() * 8 >= arenapool::phase_threshold()
+                && !arenapool::RawAlloc::owns(block.data.as_ptr().cast())
+            {
+                fail(format_args!(
+                    "a phase's block of {} words is not in an arena of arenapool's",
+                    block.data.len()
+                ));
+            }
+            if panic_at == Some(i) {
+                raise(key);
+            }
+            block
+        })
+        .collect()
 }
 
 /// A stream task reads a few words of the shared state.
