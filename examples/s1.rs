@@ -8,9 +8,9 @@
 //! ```sh
 //! cargo run --release --example s1
 //! ```
-use std::process::Command;
+mod common;
 
-use arenapool::{with_arena, ArenaAlloc, Bytes};
+use arenapool::{with_arena, ArenaAlloc};
 
 #[global_allocator]
 static GLOBAL: ArenaAlloc = ArenaAlloc;
@@ -26,37 +26,23 @@ fn task(i: usize) -> (Vec<f64>, String) {
 fn phase(scoped: bool) {
     drop(std::hint::black_box(vec![1u8; 1 << 20])); // as the report: free 1 MiB first
     let before = arenapool::rss();
-    let (results, mut labels): (Vec<Vec<f64>>, Vec<String>) = if scoped {
+    let (results, labels): (Vec<Vec<f64>>, Vec<String>) = if scoped {
         with_arena(|| (0..TASKS).map(task).unzip())
     } else {
         (0..TASKS).map(task).unzip()
     };
-    let after_run = arenapool::rss();
-    labels.retain(|l| l.ends_with('0'));
-    let checksum: f64 = results.iter().map(|r| r[r.len() - 1]).sum();
-    drop(results);
-    let after_drop = arenapool::rss();
-    println!(
-        "{:<28} before {:>10}   after the phase {:>10}   after dropping {:>10}   (kept {} labels, checksum {checksum})",
-        if scoped { "arenapool::with_arena" } else { "plain jemalloc" },
-        Bytes(before).to_string(),
-        Bytes(after_run).to_string(),
-        Bytes(after_drop).to_string(),
-        labels.len(),
-    );
+    let name = if scoped {
+        "arenapool::with_arena"
+    } else {
+        "plain jemalloc"
+    };
+    common::report(name, before, results, labels, "");
 }
 
 fn main() {
-    match std::env::args().nth(1).as_deref() {
-        Some("plain") => phase(false),
-        Some("scoped") => phase(true),
-        _ => {
-            println!("S1: {TASKS} results of 50,000 f64 (400 KB each), built with scratch churn, then dropped\n");
-            let me = std::env::current_exe().expect("path of this example");
-            for mode in ["plain", "scoped"] {
-                let status = Command::new(&me).arg(mode).status().expect("run a child");
-                assert!(status.success(), "{mode} run failed: {status}");
-            }
-        }
-    }
+    common::run_modes(
+        &format!("S1: {TASKS} results of 50,000 f64 (400 KB each), built with scratch churn, then dropped"),
+        &["plain", "scoped"],
+        |mode| phase(mode == "scoped"),
+    );
 }

@@ -9,10 +9,11 @@
 //! ```sh
 //! cargo run --release --example s1_phase
 //! ```
-use std::process::Command;
+mod common;
+
 use std::time::Instant;
 
-use arenapool::{ArenaAlloc, Bytes};
+use arenapool::ArenaAlloc;
 use rayon::prelude::*;
 
 #[global_allocator]
@@ -38,38 +39,24 @@ fn run(in_phase: bool) {
                 .unzip::<_, _, Vec<_>, Vec<_>>()
         })
     };
-    let (results, mut labels) = if in_phase {
+    let (results, labels) = if in_phase {
         arenapool::phase(work)
     } else {
         work()
     };
     let elapsed = started.elapsed();
-    let after_run = arenapool::rss();
-    labels.retain(|l| l.ends_with('0'));
-    let checksum: f64 = results.iter().map(|r| r[r.len() - 1]).sum();
-    drop(results);
-    let after_drop = arenapool::rss();
-    println!(
-        "{:<18} before {:>10}   after the work {:>10}   after dropping {:>10}   ({elapsed:.2?}; kept {} labels, checksum {checksum})",
-        if in_phase { "arenapool::phase" } else { "plain jemalloc" },
-        Bytes(before).to_string(),
-        Bytes(after_run).to_string(),
-        Bytes(after_drop).to_string(),
-        labels.len(),
-    );
+    let name = if in_phase {
+        "arenapool::phase"
+    } else {
+        "plain jemalloc"
+    };
+    common::report(name, before, results, labels, &format!("{elapsed:.2?}; "));
 }
 
 fn main() {
-    match std::env::args().nth(1).as_deref() {
-        Some("plain") => run(false),
-        Some("phase") => run(true),
-        _ => {
-            println!("S1 on a rayon pool of the program's own: {TASKS} results of 50,000 f64 on 2 workers, then dropped\n");
-            let me = std::env::current_exe().expect("path of this example");
-            for mode in ["plain", "phase"] {
-                let status = Command::new(&me).arg(mode).status().expect("run a child");
-                assert!(status.success(), "{mode} run failed: {status}");
-            }
-        }
-    }
+    common::run_modes(
+        &format!("S1 on a rayon pool of the program's own: {TASKS} results of 50,000 f64 on 2 workers, then dropped"),
+        &["plain", "phase"],
+        |mode| run(mode == "phase"),
+    );
 }
