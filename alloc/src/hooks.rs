@@ -106,7 +106,8 @@ fn leaf_for(addr: usize) -> Option<&'static Leaf> {
 /// Notes `[start, start + len)`, whole granules inside the covered address space, as
 /// arena `arena`'s; false if a leaf could not be made (nothing is then noted).
 fn note(start: usize, len: usize, arena: c_uint) -> bool {
-    let Ok(entry) = u16::try_from(arena + 1) else {
+    // Checked: nothing may panic in a hook jemalloc calls.
+    let Some(entry) = arena.checked_add(1).and_then(|e| u16::try_from(e).ok()) else {
         return false;
     };
     let granules = (start..start + len).step_by(GRANULE);
