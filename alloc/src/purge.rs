@@ -253,7 +253,10 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
     };
     let before = hooks::gave_back_here();
     free_it();
-    if hooks::gave_back_here() == before && RETURNED[index as usize].idle.load(Ordering::SeqCst) {
+    let idle = RETURNED
+        .get(index as usize)
+        .is_some_and(|arena| arena.idle.load(Ordering::SeqCst));
+    if hooks::gave_back_here() == before && idle {
         purge_skipped(index);
     }
 }
