@@ -26,7 +26,8 @@ use tikv_jemalloc_sys as ffi;
 use crate::ctl::{self, ARENAS_ALL};
 use crate::global::ensure_routable;
 use crate::percpu::PerCpu;
-use crate::{binding, purge, recycler, Error, Report};
+use crate::report::{self, Report};
+use crate::{binding, purge, recycler, Error};
 
 /// No threshold can be smaller: sizes below it are never routed, whatever the
 /// settings, and are told apart by a comparison with this constant before any atomic
@@ -315,14 +316,7 @@ pub fn phase_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
 /// Bytes the phase arenas and the process's other arenas (not this crate's) have given
 /// back so far.
 fn returned_so_far() -> usize {
-    if ctl::refresh_stats().is_err() {
-        return 0;
-    }
-    ARENAS
-        .indices()
-        .chain(other_arenas())
-        .map(|i| ctl::arena_purged_bytes(i).unwrap_or(0))
-        .fold(0, usize::saturating_add)
+    report::returned_by(ARENAS.indices().chain(other_arenas()))
 }
 
 /// Opens a phase: the first one sets the phase arenas to keep their freed pages, then

@@ -76,18 +76,12 @@ impl Report {
         work: impl FnOnce() -> W,
         give_back: impl FnOnce(W) -> R,
     ) -> (R, Report) {
-        // One statistics refresh per reading, whatever the number of arenas (it costs
-        // time in proportion to the arenas in the process); an arena whose counter
-        // cannot be read counts 0, as a failed refresh makes every one count.
         let indices: Vec<u32> = arenas.iter().map(|arena| arena.index()).collect();
         let returned_so_far = || -> usize {
-            if indices.is_empty() || ctl::refresh_stats().is_err() {
+            if indices.is_empty() {
                 return 0;
             }
-            indices
-                .iter()
-                .map(|&index| ctl::arena_purged_bytes(index).unwrap_or(0))
-                .fold(0, usize::saturating_add)
+            returned_by(indices.iter().copied())
         };
         Report::measure_with(indices.clone(), returned_so_far, work, give_back)
     }
@@ -118,6 +112,20 @@ impl Report {
         };
         (value, report)
     }
+}
+
+/// Bytes the arenas `indices` have given back to the OS so far (their purge counters).
+/// One refresh of jemalloc's statistics per reading, whatever the number of arenas (it
+/// costs time in proportion to the arenas in the process); an arena whose counter
+/// cannot be read counts 0, as a failed refresh makes every one count.
+pub(crate) fn returned_by(indices: impl IntoIterator<Item = u32>) -> usize {
+    if ctl::refresh_stats().is_err() {
+        return 0;
+    }
+    indices
+        .into_iter()
+        .map(|index| ctl::arena_purged_bytes(index).unwrap_or(0))
+        .fold(0, usize::saturating_add)
 }
 
 impl fmt::Display for Report {
