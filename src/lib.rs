@@ -7,6 +7,6 @@ pub use arenapool_alloc::{
     phase, phase_is_open, phase_report, phase_threshold, reset_peak_rss, rss, set_phase_threshold,
     set_trim_after_phase, trim, try_enter_phase, try_phase, try_with_arena, with_arena,
     with_arena_report, Arena, ArenaAlloc, Binding, Bytes, Error, Memory, PhaseGuard, RawAlloc,
-    Report,
+    Report, ReportingPhase,
 };
 pub use arenapool_pool::{ArenaPool, ArenaPoolBuilder, BuildError, MapStream};

@@ -61,7 +61,7 @@ pub use self::memory::{
 };
 pub use self::phase::{
     enter_phase, phase, phase_is_open, phase_report, phase_threshold, set_phase_threshold,
-    set_trim_after_phase, try_enter_phase, try_phase, PhaseGuard,
+    set_trim_after_phase, try_enter_phase, try_phase, PhaseGuard, ReportingPhase,
 };
 pub use self::raw::RawAlloc;
 pub use self::report::Report;

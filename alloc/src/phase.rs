@@ -20,6 +20,7 @@
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use tikv_jemalloc_sys as ffi;
 
@@ -27,7 +28,7 @@ use crate::ctl::{self, ARENAS_ALL};
 use crate::global::ensure_routable;
 use crate::percpu::PerCpu;
 use crate::report::{self, Report};
-use crate::{binding, purge, recycler, Error};
+use crate::{binding, memory, purge, recycler, Error};
 
 /// No threshold can be smaller: sizes below it are never routed, whatever the
 /// settings, and are told apart by a comparison with this constant before any atomic
@@ -296,19 +297,82 @@ pub fn try_phase<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
 /// assert!(report.returned >= 60 << 20, "{report}");
 /// ```
 pub fn phase_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
-    match try_enter_phase() {
-        Ok(guard) => Report::measure_with(
-            ARENAS.indices().collect(),
-            returned_so_far,
-            || (f(), guard),
-            |(value, guard)| {
-                drop(guard);
-                value
-            },
-        ),
-        Err(e) => {
-            e.warn_once();
-            Report::measure(&[], f, |value| value)
+    let phase = enter_phase().reporting();
+    let value = f();
+    (value, phase.end())
+}
+
+/// An open phase that reports on itself when it ends: RSS before and after, the bytes
+/// given back, the time the work and the giving back took, as [`phase_report`] does,
+/// for code that cannot wrap its work in a closure (a language binding's `with` block,
+/// an `async` function).
+///
+/// Made by [`PhaseGuard::reporting`]; [`end`](ReportingPhase::end) ends the phase and
+/// returns the [`Report`]. Dropped without `end`, the phase ends without a report.
+///
+/// ```
+/// # #[global_allocator]
+/// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+/// let phase = arenapool_alloc::try_enter_phase()?.reporting();
+/// let scratch: Vec<Vec<u8>> = (0..64).map(|_| vec![7u8; 1 << 20]).collect();
+/// drop(scratch);
+/// let report = phase.end();
+/// assert!(report.returned >= 60 << 20, "{report}");
+/// # Ok::<(), arenapool_alloc::Error>(())
+/// ```
+#[must_use = "the phase ends as soon as it is dropped"]
+#[derive(Debug)]
+pub struct ReportingPhase {
+    guard: PhaseGuard,
+    rss_before: usize,
+    returned_before: usize,
+    started: Instant,
+}
+
+impl PhaseGuard {
+    /// This phase, measured from now on: RSS and the bytes given back so far are read
+    /// at once, and [`ReportingPhase::end`] reports the difference.
+    pub fn reporting(self) -> ReportingPhase {
+        let returned_before = if self.open { returned_so_far() } else { 0 };
+        ReportingPhase {
+            rss_before: memory::rss(),
+            returned_before,
+            started: Instant::now(),
+            guard: self,
+        }
+    }
+}
+
+impl ReportingPhase {
+    /// Whether a phase is held open (see [`PhaseGuard::is_open`]).
+    pub fn is_open(&self) -> bool {
+        self.guard.open
+    }
+
+    /// Ends the phase and reports. The report's `arenas` are the phase arenas (none if
+    /// no phase was open); `returned` counts what they and the process's other arenas
+    /// (jemalloc's own, not those of scopes or pools) gave back from the start of the
+    /// measure to the end of the phase. If another phase is still open, nothing is
+    /// given back yet, and `returned` is what jemalloc purged by itself meanwhile.
+    pub fn end(self) -> Report {
+        let run_time = self.started.elapsed();
+        let open = self.guard.open;
+        let started = Instant::now();
+        drop(self.guard);
+        let purge_time = started.elapsed();
+        let (arenas, returned) = if open {
+            let returned = returned_so_far().saturating_sub(self.returned_before);
+            (ARENAS.indices().collect(), returned)
+        } else {
+            (Vec::new(), 0)
+        };
+        Report {
+            rss_before: self.rss_before,
+            rss_after: memory::rss(),
+            returned,
+            run_time,
+            purge_time,
+            arenas,
         }
     }
 }
