@@ -1,0 +1,194 @@
+"""Give memory back to the operating system when a parallel phase is done.
+
+A Python program that fans work out (joblib, concurrent.futures, multiprocessing) and
+then drops the results usually keeps most of that memory: glibc's malloc holds freed
+blocks in per-thread heaps it trims only at the top. arenapool sends large blocks
+(CPython's own and numpy's array data) to arenas that are given back to the OS when a
+*phase* ends, and from then on each block the moment it is freed::
+
+    import arenapool
+
+    with arenapool.phase():
+        results = Parallel(n_jobs=2)(delayed(work)(i) for i in range(4000))
+    ...
+    del results          # RSS is back where it started
+
+Or, for joblib and concurrent.futures, one call that makes every parallel call a
+phase: :func:`arenapool.joblib.install` and :func:`arenapool.futures.install`.
+
+What the phase covers: blocks of at least :func:`threshold` bytes (64 KiB) asked for,
+on any thread, while a phase is open, through CPython's allocator (``bytes``,
+``bytearray``, pickle's buffers, lists) and through numpy (array data; see
+:func:`install`). Smaller blocks, and memory that C libraries take from ``malloc``
+themselves, stay where they would be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Optional
+
+from . import _arenapool
+from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
+
+__all__ = [
+    "ArenaPoolError",
+    "Memory",
+    "Report",
+    "install",
+    "installed",
+    "memory",
+    "phase",
+    "phase_is_open",
+    "rss",
+    "set_threshold",
+    "threshold",
+    "trim",
+    "uninstall",
+]
+
+__version__ = "0.1.0"
+
+
+def _numpy_ready() -> bool:
+    """Whether numpy can be imported, and has the memory handler API (1.22 on)."""
+    try:
+        import numpy
+    except ImportError:
+        return False
+    major, minor = (int(part) for part in numpy.__version__.split(".")[:2])
+    return (major, minor) >= (1, 22)
+
+
+def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) -> None:
+    """Install arenapool's hooks: large blocks then go to arenapool's arenas.
+
+    - A hook on CPython's raw allocator, for the whole process: it wraps the allocator
+      in place (the system ``malloc``, ``PYTHONMALLOC=debug``'s checks,
+      ``tracemalloc``, another library's hook) and passes it every block below the
+      threshold and every block that is not arenapool's.
+    - numpy's memory handler: numpy's default handler is wrapped in place, so every
+      thread and context that has not set a handler of its own gets arenapool's
+      (worker threads of any pool, the threads that unpickle a pool's results). A
+      context that set one of its own (``PyDataMem_SetHandler``) gets a wrapper of it
+      when ``install()`` is called there.
+
+    Installing again is cheap and changes nothing but the threshold (and wraps the
+    calling context's own handler if it has one). :func:`phase` installs the hooks if
+    they are not installed. All of it is thread-safe and needs no lock on the
+    allocation path: the hooks run without the interpreter's lock as CPython's and
+    numpy's allocators do.
+
+    Args:
+        numpy: ``True``: wrap numpy's handler, raising if numpy (1.22 or later) cannot
+            be imported; ``False``: leave numpy alone; ``None`` (the default): wrap it
+            if numpy is available.
+        threshold: the size in bytes from which blocks go to arenapool (default
+            64 KiB; see :func:`set_threshold`).
+    """
+    if threshold is not None:
+        set_threshold(threshold)
+    _arenapool.install_raw()
+    if numpy is None:
+        numpy = _numpy_ready()
+    elif numpy and not _numpy_ready():
+        raise ImportError(
+            "arenapool.install(numpy=True) needs numpy 1.22 or later: pip install 'numpy>=1.22'"
+        )
+    if numpy:
+        _arenapool.install_numpy_default()
+        _arenapool.install_numpy()
+
+
+def uninstall() -> bool:
+    """Stop sending blocks to arenapool, and take the hooks out where that is safe.
+
+    Both hooks stop taking blocks at once; each still frees its own. The raw
+    allocator's hook leaves CPython's chain only once none of its blocks is alive and
+    no hook installed after it wraps it. numpy's default handler stays wrapped (arrays
+    made with it, before or after, free through it), passing every block to numpy's
+    own; a context's own handler that :func:`install` wrapped is put back.
+
+    Returns:
+        Whether the raw allocator's hook has left CPython's chain.
+    """
+    if _numpy_ready():
+        _arenapool.uninstall_numpy()
+    return _arenapool.uninstall_raw() == "absent"
+
+
+def installed() -> bool:
+    """Whether the hook on CPython's raw allocator is installed and taking blocks."""
+    return _arenapool.raw_state() != "absent" and _arenapool.taking()
+
+
+def threshold() -> int:
+    """The size, in bytes, from which the hooks send blocks to arenapool (64 KiB)."""
+    return _arenapool.threshold()
+
+
+def set_threshold(nbytes: Optional[int]) -> None:
+    """Set the size, in bytes, from which the hooks send blocks to arenapool, at once.
+
+    ``None`` restores the default, 64 KiB. A lower threshold catches more blocks and
+    costs more calls into the arenas; it cannot be below the phase threshold (32 KiB
+    and one byte), since smaller blocks would not be given back when a phase ends:
+    that raises ``ValueError``.
+    """
+    if nbytes is not None:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+            raise TypeError(f"threshold must be an int (bytes) or None, not {type(nbytes).__name__}")
+        if nbytes < 0:
+            raise ValueError(f"threshold must be positive, not {nbytes}")
+    _arenapool.set_threshold(nbytes)
+
+
+def phase_is_open() -> bool:
+    """Whether a phase is open, on any thread."""
+    return _arenapool.phase_is_open()
+
+
+class phase(contextlib.ContextDecorator):
+    """A process-wide phase: a ``with`` block, or a decorator.
+
+    While a phase is open, on every thread of the process, large blocks go to the
+    phase's arenas; when the last open phase ends, their free pages go back to the OS,
+    and from then on each block the moment it is freed (the results, when you drop
+    them). Phases nest and overlap, from any threads. If the block raises, the phase
+    ends and the exception goes on.
+
+    After the block, :attr:`report` holds the phase's :class:`Report`::
+
+        with arenapool.phase() as p:
+            results = run_everything()
+        print(p.report)       # ran 5.1s, gave back 1.4 GiB in 60ms; RSS ...
+
+    Entering a phase installs the hooks if they are not installed (see
+    :func:`install`).
+    """
+
+    report: Optional[Report]
+
+    def __init__(self) -> None:
+        self.report = None
+        self._open = None
+
+    def _recreate_cm(self) -> "phase":
+        # Each call of a decorated function has a phase of its own (calls may overlap).
+        return phase()
+
+    def __enter__(self) -> "phase":
+        if self._open is not None:
+            raise ArenaPoolError("this phase is already open: make a new arenapool.phase() for each block")
+        install()
+        self._open = _arenapool.enter_phase()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        opened, self._open = self._open, None
+        self.report = opened.end()
+        return False
+
+    def __repr__(self) -> str:
+        state = "open" if self._open is not None else ("ended" if self.report else "not entered")
+        return f"<arenapool.phase {state}>"

@@ -1,0 +1,82 @@
+"""Every ``joblib.Parallel`` call a phase, with one call: :func:`install`.
+
+::
+
+    import arenapool.joblib
+    arenapool.joblib.install()
+
+    results = Parallel(n_jobs=2)(delayed(work)(i) for i in range(4000))
+    del results           # the memory goes back to the OS here
+
+Each ``Parallel(...)(tasks)`` call then runs inside :func:`arenapool.phase`: with the
+process backends (loky, the default, and multiprocessing), the results the parent
+unpickles go to the phase's arenas; with the threading backend, the arrays the worker
+threads make too. The
+phase ends when the call returns its list, or, with ``return_as="generator"`` (or
+``"generator_unordered"``), when the generator is exhausted, closed or collected.
+
+Workers' own memory is their processes': a process backend's workers are separate
+programs whose memory the OS takes back when they exit (loky keeps them for reuse,
+idle for 300 s by default).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+import joblib
+
+from . import phase
+
+__all__ = ["install", "installed", "uninstall"]
+
+_original_call: Optional[Callable[..., Any]] = None
+
+
+def _ended_when_done(output: Iterator[Any], open_phase: phase) -> Iterator[Any]:
+    try:
+        yield from output
+    finally:
+        open_phase.__exit__(*sys.exc_info())
+
+
+def _call_in_phase(self: joblib.Parallel, iterable: Iterable[Any]) -> Any:
+    assert _original_call is not None
+    open_phase = phase()
+    open_phase.__enter__()
+    try:
+        output = _original_call(self, iterable)
+    except BaseException:
+        open_phase.__exit__(*sys.exc_info())
+        raise
+    if isinstance(output, list):
+        open_phase.__exit__(None, None, None)
+        return output
+    return _ended_when_done(output, open_phase)
+
+
+def install() -> None:
+    """Make every ``joblib.Parallel`` call a phase (see the module's docs). Calling it
+    again changes nothing; :func:`uninstall` undoes it."""
+    global _original_call
+    if _original_call is not None:
+        return
+    _original_call = joblib.Parallel.__call__
+    joblib.Parallel.__call__ = functools.wraps(_original_call)(_call_in_phase)  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    """Give ``joblib.Parallel`` its own ``__call__`` back. Calls already running end
+    their phases as they would have."""
+    global _original_call
+    if _original_call is None:
+        return
+    joblib.Parallel.__call__ = _original_call  # type: ignore[method-assign]
+    _original_call = None
+
+
+def installed() -> bool:
+    """Whether :func:`install` is in effect."""
+    return _original_call is not None

@@ -1,0 +1,155 @@
+//! Memory figures for Python: `memory()`, `rss()`, `trim()`, and a phase's `Report`.
+
+use pyo3::prelude::*;
+
+use crate::errors::to_py;
+
+/// A snapshot of the process's memory, in bytes: what the kernel says (`rss`,
+/// `peak_rss`) and what arenapool's allocator manages (`allocated` in live blocks,
+/// `active` in the pages that hold them, `resident`, `retained`: mapped but given
+/// back, `mapped`, `metadata`). Memory of CPython's and numpy's own allocators counts
+/// only in `rss` and `peak_rss`.
+#[pyclass(frozen, module = "arenapool")]
+#[derive(Debug, Clone)]
+pub(crate) struct Memory(arenapool_alloc::Memory);
+
+#[pymethods]
+impl Memory {
+    /// Resident set size of the process (0 off Linux).
+    #[getter]
+    fn rss(&self) -> usize {
+        self.0.rss
+    }
+    /// Peak resident set size since the start (`VmHWM`).
+    #[getter]
+    fn peak_rss(&self) -> usize {
+        self.0.peak_rss
+    }
+    /// Bytes in live blocks of arenapool's allocator.
+    #[getter]
+    fn allocated(&self) -> usize {
+        self.0.allocated
+    }
+    /// Bytes in pages that hold live blocks.
+    #[getter]
+    fn active(&self) -> usize {
+        self.0.active
+    }
+    /// Bytes the allocator has resident: active pages, free pages not yet given back,
+    /// metadata.
+    #[getter]
+    fn resident(&self) -> usize {
+        self.0.resident
+    }
+    /// Bytes of address space kept mapped but given back to the OS.
+    #[getter]
+    fn retained(&self) -> usize {
+        self.0.retained
+    }
+    /// Bytes mapped for data.
+    #[getter]
+    fn mapped(&self) -> usize {
+        self.0.mapped
+    }
+    /// Bytes of the allocator's own metadata.
+    #[getter]
+    fn metadata(&self) -> usize {
+        self.0.metadata
+    }
+
+    fn __repr__(&self) -> String {
+        let m = &self.0;
+        format!(
+            "Memory(rss={}, peak_rss={}, allocated={}, active={}, resident={}, retained={}, mapped={}, metadata={})",
+            m.rss, m.peak_rss, m.allocated, m.active, m.resident, m.retained, m.mapped, m.metadata
+        )
+    }
+
+    fn __str__(&self) -> String {
+        self.0.to_string()
+    }
+}
+
+/// What a phase did: RSS before and after, bytes given back to the OS, and where the
+/// time went. `rss_after` is read when the phase ended, before its results were
+/// dropped.
+#[pyclass(frozen, module = "arenapool")]
+#[derive(Debug, Clone)]
+pub(crate) struct Report(arenapool_alloc::Report);
+
+impl Report {
+    pub(crate) fn new(report: arenapool_alloc::Report) -> Report {
+        Report(report)
+    }
+}
+
+#[pymethods]
+impl Report {
+    /// Process RSS, in bytes, when the phase began.
+    #[getter]
+    fn rss_before(&self) -> usize {
+        self.0.rss_before
+    }
+    /// Process RSS, in bytes, when it ended (what it returned still held).
+    #[getter]
+    fn rss_after(&self) -> usize {
+        self.0.rss_after
+    }
+    /// Bytes given back to the OS from the phase's start to its end.
+    #[getter]
+    fn returned(&self) -> usize {
+        self.0.returned
+    }
+    /// Seconds the work inside the phase took.
+    #[getter]
+    fn run_time(&self) -> f64 {
+        self.0.run_time.as_secs_f64()
+    }
+    /// Seconds giving memory back took at the phase's end.
+    #[getter]
+    fn purge_time(&self) -> f64 {
+        self.0.purge_time.as_secs_f64()
+    }
+    /// The allocator's arenas the phase's large blocks went to (empty: no phase was
+    /// open).
+    #[getter]
+    fn arenas(&self) -> Vec<u32> {
+        self.0.arenas.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        let r = &self.0;
+        format!(
+            "Report(rss_before={}, rss_after={}, returned={}, run_time={:.6}, purge_time={:.6}, arenas={:?})",
+            r.rss_before,
+            r.rss_after,
+            r.returned,
+            r.run_time.as_secs_f64(),
+            r.purge_time.as_secs_f64(),
+            r.arenas
+        )
+    }
+
+    fn __str__(&self) -> String {
+        self.0.to_string()
+    }
+}
+
+/// A snapshot of the process's memory (see `Memory`).
+#[pyfunction]
+pub(crate) fn memory(py: Python<'_>) -> Memory {
+    Memory(py.detach(arenapool_alloc::memory))
+}
+
+/// The process's resident set size, in bytes (0 off Linux).
+#[pyfunction]
+pub(crate) fn rss() -> usize {
+    arenapool_alloc::rss()
+}
+
+/// Gives every free page of the allocator's arenas back to the OS; returns the bytes
+/// given back.
+#[pyfunction]
+pub(crate) fn trim(py: Python<'_>) -> PyResult<usize> {
+    py.detach(arenapool_alloc::trim).map_err(to_py)
+}

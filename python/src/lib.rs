@@ -1,0 +1,49 @@
+//! The native part of the Python package `arenapool`: process-wide phases, hooks that
+//! send CPython's and numpy's large blocks to the phase's arenas, and memory figures.
+//!
+//! The Python modules in `arenapool/` build the public API on these functions; this
+//! module is `arenapool._arenapool` and is not meant to be imported directly.
+
+use pyo3::prelude::*;
+
+mod errors;
+mod figures;
+mod numpy_handler;
+mod phase;
+mod raw_hook;
+mod route;
+
+// The extension's own Rust allocations go through the allocator too, and phases need
+// it installed.
+#[global_allocator]
+static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+
+#[pymodule]
+fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add(
+        "ArenaPoolError",
+        m.py().get_type::<errors::ArenaPoolError>(),
+    )?;
+    m.add_class::<figures::Memory>()?;
+    m.add_class::<figures::Report>()?;
+    m.add_class::<phase::OpenPhase>()?;
+    m.add_function(wrap_pyfunction!(figures::memory, m)?)?;
+    m.add_function(wrap_pyfunction!(figures::rss, m)?)?;
+    m.add_function(wrap_pyfunction!(figures::trim, m)?)?;
+    m.add_function(wrap_pyfunction!(phase::enter_phase, m)?)?;
+    m.add_function(wrap_pyfunction!(phase::phase_is_open, m)?)?;
+    m.add_function(wrap_pyfunction!(phase::phase_threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(route::threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(route::set_threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_hook::raw_live_blocks, m)?)?;
+    m.add_function(wrap_pyfunction!(route::owns, m)?)?;
+    m.add_function(wrap_pyfunction!(route::is_taking, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_hook::install_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_hook::uninstall_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_hook::raw_state, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_handler::install_numpy, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_default, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_handler::numpy_installed, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,383 @@
+//! numpy's data memory handler (NEP 49, numpy 1.22 on): arrays' data blocks from the
+//! threshold up go to arenapool, the rest to the handler that was in force before.
+//!
+//! numpy's handler is a context variable whose default, in every context that has not
+//! set one (every new thread's, the threads that unpickle a pool's results), is one
+//! capsule, numpy's default handler. Arenapool wraps the handler *inside* that capsule,
+//! so every such context gets it; a context that set a handler of its own gets a
+//! wrapper of that one from `install_numpy`. Each array keeps the capsule of the
+//! handler that made its data and frees through it, and the wrappers send every block
+//! that is not arenapool's to the handler they wrap, so arrays made before or after,
+//! or in other threads, are always freed right. For the same reason a wrapper, once
+//! in place, is never taken out of the default capsule: it only stops taking blocks.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr;
+use std::sync::OnceLock;
+
+use pyo3::exceptions::PyImportError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::route;
+
+/// numpy's `PyDataMemAllocator`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Allocator {
+    ctx: *mut c_void,
+    malloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
+    calloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
+    realloc: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> *mut c_void>,
+    free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize)>,
+}
+
+/// numpy's `PyDataMem_Handler`, version 1.
+#[repr(C)]
+#[derive(Debug)]
+struct Handler {
+    name: [c_char; 127],
+    version: u8,
+    allocator: Allocator,
+}
+
+/// The capsule name numpy requires of handlers.
+const CAPSULE_NAME: &CStr = c"mem_handler";
+
+/// The name numpy reports for arenapool's handler (`np.core.multiarray.get_handler_name()`).
+const NAME: &[u8] = b"arenapool";
+
+/// What one of arenapool's handlers wraps: the handler in force when it was set, kept
+/// alive for the process's life (arrays may hold arenapool's handler, and through it
+/// free with the previous one, for as long as they live).
+#[derive(Debug)]
+struct Wrapped {
+    allocator: Allocator,
+    /// The capsule of the wrapped handler, to put back in a context; null for the
+    /// default handler, wrapped inside its own capsule.
+    capsule: *mut ffi::PyObject,
+}
+
+/// The previous handler of one of arenapool's, from its context.
+///
+/// # Safety
+///
+/// `ctx` is the context of a handler made by [`make_handler`].
+unsafe fn wrapped<'a>(ctx: *mut c_void) -> &'a Allocator {
+    // SAFETY: `make_handler` sets the context to a leaked `Wrapped`.
+    unsafe { &(*ctx.cast::<Wrapped>()).allocator }
+}
+
+unsafe extern "C" fn handler_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
+    if let Some(block) = route::alloc(size, false) {
+        return block;
+    }
+    // SAFETY: the context of one of our handlers; the wrapped handler's `malloc`.
+    unsafe { route::Wrapped::malloc(wrapped(ctx), size) }
+}
+
+unsafe extern "C" fn handler_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
+    if let Some(size) = nelem.checked_mul(elsize) {
+        if let Some(block) = route::alloc(size, true) {
+            return block;
+        }
+    }
+    // SAFETY: the context of one of our handlers.
+    let prev = unsafe { wrapped(ctx) };
+    match prev.calloc {
+        // SAFETY: the previous handler's own function and context.
+        Some(calloc) => unsafe { calloc(prev.ctx, nelem, elsize) },
+        None => ptr::null_mut(),
+    }
+}
+
+impl route::Wrapped for Allocator {
+    unsafe fn malloc(&self, size: usize) -> *mut c_void {
+        match self.malloc {
+            // SAFETY: the wrapped handler's own function and context.
+            Some(malloc) => unsafe { malloc(self.ctx, size) },
+            None => ptr::null_mut(),
+        }
+    }
+
+    unsafe fn realloc(&self, block: *mut c_void, size: usize) -> *mut c_void {
+        match self.realloc {
+            // SAFETY: a block of the wrapped handler's (the caller's contract), with
+            // its own function and context.
+            Some(realloc) => unsafe { realloc(self.ctx, block, size) },
+            None => ptr::null_mut(),
+        }
+    }
+
+    unsafe fn free(&self, block: *mut c_void, size: usize) {
+        if let Some(free) = self.free {
+            // SAFETY: as above.
+            unsafe { free(self.ctx, block, size) }
+        }
+    }
+}
+
+unsafe extern "C" fn handler_realloc(
+    ctx: *mut c_void,
+    block: *mut c_void,
+    size: usize,
+) -> *mut c_void {
+    // SAFETY: numpy's contract for `realloc`, on a handler of ours (its context).
+    unsafe {
+        route::realloc(
+            wrapped(ctx),
+            block,
+            size,
+            |size| route::alloc(size, false),
+            |block| {
+                route::free(block);
+            },
+        )
+    }
+}
+
+unsafe extern "C" fn handler_free(ctx: *mut c_void, block: *mut c_void, size: usize) {
+    // SAFETY: numpy's contract: a live block of this handler's, not used again.
+    if unsafe { route::free(block) } {
+        return;
+    }
+    // SAFETY: the context of one of our handlers; not ours, so the wrapped handler's.
+    unsafe { route::Wrapped::free(wrapped(ctx), block, size) }
+}
+
+/// numpy's C API table (`_ARRAY_API`), from numpy 2's module or numpy 1's.
+fn api_table(py: Python<'_>) -> PyResult<*const *const c_void> {
+    let module = py
+        .import("numpy._core._multiarray_umath")
+        .or_else(|_| py.import("numpy.core._multiarray_umath"))
+        .map_err(|e| PyImportError::new_err(format!("numpy's C API cannot be loaded: {e}")))?;
+    let capsule = module.getattr("_ARRAY_API")?;
+    // SAFETY: a live object (held by `capsule`); the capsule's own name is the one to
+    // read its pointer with. Both calls set an exception on failure.
+    let table = unsafe {
+        let name = ffi::PyCapsule_GetName(capsule.as_ptr());
+        ffi::PyCapsule_GetPointer(capsule.as_ptr(), name)
+    };
+    if table.is_null() {
+        return Err(PyErr::take(py)
+            .unwrap_or_else(|| PyImportError::new_err("numpy's C API table is missing")));
+    }
+    Ok(table.cast())
+}
+
+/// Slots of the C API table (numpy's `numpy_api.py`), from numpy 1.22 on: two
+/// functions, and the address of the default handler's capsule.
+const SET_HANDLER: usize = 304;
+const GET_HANDLER: usize = 305;
+const DEFAULT_HANDLER: usize = 306;
+
+type SetHandler = unsafe extern "C" fn(*mut ffi::PyObject) -> *mut ffi::PyObject;
+type GetHandler = unsafe extern "C" fn() -> *mut ffi::PyObject;
+
+/// numpy's handler functions, and its default handler's capsule.
+struct Api {
+    set: SetHandler,
+    get: GetHandler,
+    default: *mut ffi::PyObject,
+}
+
+fn api(py: Python<'_>) -> PyResult<Api> {
+    let table = api_table(py)?;
+    // SAFETY: numpy 1.22 and later have these slots (the caller checked the version),
+    // holding functions of these signatures; the table lives as long as numpy.
+    unsafe {
+        let set = *table.add(SET_HANDLER);
+        let get = *table.add(GET_HANDLER);
+        let default = *table.add(DEFAULT_HANDLER);
+        if set.is_null() || get.is_null() || default.is_null() {
+            return Err(PyImportError::new_err(
+                "this numpy has no memory handler API (numpy 1.22 or later is needed)",
+            ));
+        }
+        let default = *default.cast::<*mut ffi::PyObject>();
+        if default.is_null() {
+            return Err(PyImportError::new_err(
+                "numpy's default memory handler is not set up",
+            ));
+        }
+        Ok(Api {
+            set: std::mem::transmute::<*const c_void, SetHandler>(set),
+            get: std::mem::transmute::<*const c_void, GetHandler>(get),
+            default,
+        })
+    }
+}
+
+/// The handler capsule in force in the current context (a new reference).
+fn current<'py>(py: Python<'py>, api: &Api) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: numpy's function; the interpreter's lock is held.
+    let handler = unsafe { (api.get)() };
+    // SAFETY: a new reference, or null with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, handler) }
+}
+
+/// The handler struct inside a handler capsule.
+fn handler_of(capsule: &Bound<'_, PyAny>) -> PyResult<*const Handler> {
+    // SAFETY: a live object; an exception is set if it is not a handler capsule.
+    let handler = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), CAPSULE_NAME.as_ptr()) };
+    if handler.is_null() {
+        return Err(PyErr::take(capsule.py()).unwrap_or_else(|| {
+            PyImportError::new_err("numpy's memory handler is not a handler capsule")
+        }));
+    }
+    Ok(handler.cast())
+}
+
+/// Our handlers' functions, as written into every handler of ours. Handlers are
+/// compared with this copy, not with the functions' names: a function's address may
+/// differ from one mention to another.
+static FUNCTIONS: OnceLock<Functions> = OnceLock::new();
+
+#[derive(Debug, Clone, Copy)]
+struct Functions {
+    malloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
+    calloc: unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void,
+    realloc: unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> *mut c_void,
+    free: unsafe extern "C" fn(*mut c_void, *mut c_void, usize),
+}
+
+fn functions() -> Functions {
+    *FUNCTIONS.get_or_init(|| Functions {
+        malloc: handler_malloc,
+        calloc: handler_calloc,
+        realloc: handler_realloc,
+        free: handler_free,
+    })
+}
+
+fn is_ours(handler: *const Handler) -> bool {
+    // SAFETY: a handler numpy holds, alive while its capsule is.
+    let malloc = unsafe { (*handler).allocator.malloc };
+    malloc.map(|f| f as usize) == Some(functions().malloc as usize)
+}
+
+/// A handler of arenapool's wrapping `prev`, kept, with what it wraps, for the
+/// process's life; `capsule` is the capsule to put back in a context (null: none).
+fn wrapper(prev: *const Handler, capsule: *mut ffi::PyObject) -> PyResult<&'static mut Handler> {
+    // SAFETY: a live handler (its capsule is held).
+    if unsafe { (*prev).version } != 1 {
+        return Err(PyImportError::new_err(
+            "numpy's memory handler has a version arenapool does not know (1 is known)",
+        ));
+    }
+    let wrapped = Box::leak(Box::new(Wrapped {
+        // SAFETY: as above.
+        allocator: unsafe { (*prev).allocator },
+        capsule,
+    }));
+    let ours = functions();
+    let mut name = [0 as c_char; 127];
+    for (to, from) in name.iter_mut().zip(NAME) {
+        *to = *from as c_char;
+    }
+    Ok(Box::leak(Box::new(Handler {
+        name,
+        version: 1,
+        allocator: Allocator {
+            ctx: (wrapped as *mut Wrapped).cast(),
+            malloc: Some(ours.malloc),
+            calloc: Some(ours.calloc),
+            realloc: Some(ours.realloc),
+            free: Some(ours.free),
+        },
+    })))
+}
+
+/// A handler capsule of arenapool's wrapping the handler of capsule `prev`.
+fn make_handler<'py>(prev: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    // Kept for the process's life: arrays that hold our handler free through it.
+    let handler = wrapper(handler_of(prev)?, prev.clone().into_ptr())?;
+    // SAFETY: a handler that lives for the process's life, under numpy's capsule name;
+    // no destructor (it is never freed).
+    let capsule = unsafe {
+        ffi::PyCapsule_New(
+            (handler as *mut Handler).cast(),
+            CAPSULE_NAME.as_ptr(),
+            None,
+        )
+    };
+    // SAFETY: a new reference, or null with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(prev.py(), capsule) }
+}
+
+/// Wraps numpy's default handler inside its own capsule, for every context that has
+/// not set a handler of its own; does nothing if it is wrapped already. Returns
+/// whether it was wrapped now.
+#[pyfunction]
+pub(crate) fn install_numpy_default(py: Python<'_>) -> PyResult<bool> {
+    let api = api(py)?;
+    // SAFETY: numpy's default capsule lives as long as numpy (it is a global of
+    // numpy's, never freed); borrowed for this call, with the lock held.
+    let default = unsafe { Bound::from_borrowed_ptr(py, api.default) };
+    let handler = handler_of(&default)?;
+    if is_ours(handler) {
+        return Ok(false);
+    }
+    let ours = wrapper(handler, ptr::null_mut())?;
+    // SAFETY: a live capsule named "mem_handler", given a handler that lives for the
+    // process's life. numpy reads the capsule's pointer at each allocation and free,
+    // which a thread may do without the lock: an aligned pointer is written whole, so
+    // it reads either handler, and both handle every block of the other's.
+    let set = unsafe { ffi::PyCapsule_SetPointer(api.default, (ours as *mut Handler).cast()) };
+    if set != 0 {
+        return Err(PyErr::take(py).unwrap_or_else(|| {
+            PyImportError::new_err("numpy's default handler cannot be wrapped")
+        }));
+    }
+    Ok(true)
+}
+
+/// Sets arenapool's handler for the current context, wrapping the one in force; does
+/// nothing if it is arenapool's already. Returns whether it was set.
+#[pyfunction]
+pub(crate) fn install_numpy(py: Python<'_>) -> PyResult<bool> {
+    let api = api(py)?;
+    let prev = current(py, &api)?;
+    if is_ours(handler_of(&prev)?) {
+        return Ok(false);
+    }
+    let ours = make_handler(&prev)?;
+    // SAFETY: numpy's function, with a handler capsule; the lock is held.
+    let old = unsafe { (api.set)(ours.as_ptr()) };
+    // SAFETY: the old handler (a new reference), or null with an exception set.
+    drop(unsafe { Bound::from_owned_ptr_or_err(py, old) }?);
+    Ok(true)
+}
+
+/// Puts back, in the current context, the handler arenapool's wrapped; does nothing if
+/// arenapool's is not in force here. Returns whether it was put back. Arrays made
+/// meanwhile keep arenapool's handler, which frees their data right.
+#[pyfunction]
+pub(crate) fn uninstall_numpy(py: Python<'_>) -> PyResult<bool> {
+    let api = api(py)?;
+    let now = current(py, &api)?;
+    let handler = handler_of(&now)?;
+    if !is_ours(handler) {
+        return Ok(false);
+    }
+    // SAFETY: ours, so its context is a `Wrapped`, which holds the previous capsule.
+    let prev = unsafe { (*(*handler).allocator.ctx.cast::<Wrapped>()).capsule };
+    if prev.is_null() {
+        // numpy's default handler, wrapped in place: it stays, and takes no block
+        // once the hooks stop.
+        return Ok(false);
+    }
+    // SAFETY: numpy's function, with a live handler capsule; the lock is held.
+    let old = unsafe { (api.set)(prev) };
+    // SAFETY: the old handler (a new reference), or null with an exception set.
+    drop(unsafe { Bound::from_owned_ptr_or_err(py, old) }?);
+    Ok(true)
+}
+
+/// Whether arenapool's handler is in force in the current context.
+#[pyfunction]
+pub(crate) fn numpy_installed(py: Python<'_>) -> PyResult<bool> {
+    let api = api(py)?;
+    let now = current(py, &api)?;
+    Ok(is_ours(handler_of(&now)?))
+}

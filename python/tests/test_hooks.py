@@ -1,0 +1,233 @@
+"""The hooks on CPython's raw allocator and numpy's handler: what they take, that every
+block is freed by the allocator that made it, installing twice, removing, other hooks."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import arenapool
+from arenapool import _arenapool
+
+from conftest import run_fresh
+
+
+def address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+@pytest.fixture(autouse=True)
+def installed():
+    arenapool.install()
+    yield
+    arenapool.set_threshold(None)
+
+
+def test_large_blocks_are_arenapools_small_ones_are_not():
+    big = np.ones(50_000)
+    small = np.ones(100)
+    assert _arenapool.owns(address(big))
+    assert not _arenapool.owns(address(small))
+    assert big.sum() == 50_000
+
+
+def test_blocks_made_by_cpython_go_through_the_hook():
+    before = _arenapool.raw_live_blocks()
+    blocks = [bytearray(200_000) for _ in range(10)]
+    assert _arenapool.raw_live_blocks() >= before + 10
+    del blocks
+    assert _arenapool.raw_live_blocks() <= before
+
+
+def test_a_buffer_grown_past_the_threshold_moves_and_keeps_its_bytes():
+    buf = bytearray()
+    for i in range(200):
+        buf += bytes([i % 251]) * 1000
+    assert len(buf) == 200_000
+    assert all(buf[i * 1000] == i % 251 for i in range(200))
+    shrunk = bytes(buf[:100])
+    assert shrunk == bytes(buf[:100])
+
+
+def test_calloc_is_zeroed_and_realloc_keeps_data():
+    a = np.zeros(1 << 20)
+    assert _arenapool.owns(address(a)) and not a.any()
+    b = np.arange(100_000, dtype=np.int64)
+    b.resize(300_000, refcheck=False)
+    assert (b[:100_000] == np.arange(100_000)).all() and not b[100_000:].any()
+    b.resize(10, refcheck=False)
+    assert list(b) == list(range(10))
+
+
+def test_installing_twice_changes_nothing():
+    arenapool.install()
+    arenapool.install()
+    assert arenapool.installed()
+    assert _arenapool.raw_state() == "top"
+    a = np.ones(50_000)
+    assert _arenapool.owns(address(a))
+
+
+def test_threshold():
+    assert arenapool.threshold() == 64 << 10
+    arenapool.set_threshold(1 << 20)
+    assert not _arenapool.owns(address(np.ones(50_000)))
+    assert _arenapool.owns(address(np.ones(200_000)))
+    arenapool.set_threshold(None)
+    assert _arenapool.owns(address(np.ones(50_000)))
+    with pytest.raises(ValueError, match="phase threshold"):
+        arenapool.set_threshold(1024)
+    with pytest.raises(TypeError):
+        arenapool.set_threshold("64k")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        arenapool.set_threshold(-1)
+
+
+def test_every_thread_has_numpys_handler():
+    seen = {}
+
+    def worker():
+        seen["handler"] = np._core.multiarray.get_handler_name() if hasattr(np, "_core") else None
+        seen["ours"] = _arenapool.owns(address(np.ones(50_000)))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen["ours"], seen
+    assert seen["handler"] in ("arenapool", None), seen
+
+
+def test_arrays_made_before_install_are_freed_by_numpy():
+    run_fresh(
+        """
+        import json, numpy as np
+        before = [np.ones(50_000) for _ in range(50)] + [np.ones(10) for _ in range(50)]
+        import arenapool
+        from arenapool import _arenapool
+        arenapool.install()
+        after = [np.ones(50_000) for _ in range(50)]
+        assert not any(_arenapool.owns(a.__array_interface__["data"][0]) for a in before)
+        assert all(_arenapool.owns(a.__array_interface__["data"][0]) for a in after)
+        del before
+        arenapool.uninstall()
+        late = np.ones(50_000)
+        assert not _arenapool.owns(late.__array_interface__["data"][0])
+        del after, late
+        print(json.dumps(True))
+        """
+    )
+
+
+def test_arrays_cross_threads_and_are_freed_right():
+    made = []
+
+    def worker(n):
+        made.extend(np.full(50_000, n) for _ in range(20))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted({int(a[0]) for a in made}) == [0, 1, 2, 3]
+    del made
+
+
+def test_uninstall_and_install_again():
+    run_fresh(
+        """
+        import json, numpy as np, arenapool
+        from arenapool import _arenapool
+        arenapool.install()
+        kept = np.ones(50_000)
+        raw = bytearray(200_000)
+        gone = arenapool.uninstall()          # blocks of ours are alive: the hook stays
+        assert gone is False and not arenapool.installed(), gone
+        assert not _arenapool.owns(np.ones(50_000).__array_interface__["data"][0])
+        del kept, raw                         # freed by the hook that made them
+        assert arenapool.uninstall() is True  # now it can leave
+        assert _arenapool.raw_state() == "absent"
+        arenapool.install()
+        assert arenapool.installed() and _arenapool.raw_state() == "top"
+        assert _arenapool.owns(np.ones(50_000).__array_interface__["data"][0])
+        print(json.dumps(True))
+        """
+    )
+
+
+def test_a_hook_installed_after_arenapool_keeps_it_in_the_chain():
+    run_fresh(
+        """
+        import json, tracemalloc, numpy as np, arenapool
+        from arenapool import _arenapool
+        arenapool.install()
+        tracemalloc.start()                   # wraps arenapool's hook
+        blocks = [bytearray(100_000) for _ in range(10)]
+        assert _arenapool.raw_state() == "wrapped"
+        assert arenapool.uninstall() is False # cannot leave from under tracemalloc
+        del blocks
+        tracemalloc.stop()                    # puts arenapool's hook back on top
+        assert arenapool.uninstall() is True
+        print(json.dumps(True))
+        """
+    )
+
+
+def test_installed_over_tracemalloc():
+    run_fresh(
+        """
+        import json, tracemalloc, numpy as np, arenapool
+        tracemalloc.start()
+        arenapool.install()                   # wraps tracemalloc's hook
+        with arenapool.phase():
+            blocks = [np.ones(50_000) for _ in range(100)] + [bytearray(10_000)]
+        small, peak = tracemalloc.get_traced_memory()
+        del blocks
+        assert arenapool.uninstall() is True
+        tracemalloc.stop()
+        print(json.dumps(peak))
+        """
+    )
+
+
+@pytest.mark.parametrize("mode", ["debug", "malloc", "pymalloc_debug"])
+def test_pythonmalloc(mode):
+    run_fresh(
+        """
+        import json, numpy as np, arenapool
+        with arenapool.phase():
+            arrays = [np.ones(50_000) for _ in range(200)]
+            buf = bytearray()
+            for i in range(100):
+                buf += b"x" * 10_000
+            blobs = [bytes(300_000) for _ in range(50)]
+        assert sum(a.sum() for a in arrays) == 200 * 50_000 and len(buf) == 1_000_000
+        del arrays, buf, blobs
+        print(json.dumps(True))
+        """,
+        env={"PYTHONMALLOC": mode},
+    )
+
+
+def test_numpy_less_install():
+    with pytest.raises(ImportError, match="numpy"):
+        run_fresh_raising_import()
+
+
+def run_fresh_raising_import():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "import arenapool\n"
+        "arenapool.install()\n"  # numpy missing: the raw hook alone
+        "assert arenapool.installed()\n"
+        "arenapool.install(numpy=True)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if "ImportError" in out.stderr and "pip install" in out.stderr:
+        raise ImportError("numpy: " + out.stderr.strip().splitlines()[-1])
+    pytest.fail(f"expected a clear ImportError:\n{out.stderr}")
