@@ -12,6 +12,7 @@ mod numpy_handler;
 mod phase;
 mod raw_hook;
 mod route;
+mod wrapped;
 
 // The extension's own Rust allocations go through the allocator too, and phases need
 // it installed.

@@ -20,17 +20,10 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::route;
+use crate::wrapped::{self, SizedFree};
 
 /// numpy's `PyDataMemAllocator`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct Allocator {
-    ctx: *mut c_void,
-    malloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
-    calloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
-    realloc: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> *mut c_void>,
-    free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize)>,
-}
+type Allocator = wrapped::Allocator<SizedFree>;
 
 /// numpy's `PyDataMem_Handler`, version 1.
 #[repr(C)]
@@ -63,7 +56,7 @@ struct Wrapped {
 /// # Safety
 ///
 /// `ctx` is the context of a handler made by [`make_handler`].
-unsafe fn wrapped<'a>(ctx: *mut c_void) -> &'a Allocator {
+unsafe fn wrapped_by<'a>(ctx: *mut c_void) -> &'a Allocator {
     // SAFETY: `make_handler` sets the context to a leaked `Wrapped`.
     unsafe { &(*ctx.cast::<Wrapped>()).allocator }
 }
@@ -72,8 +65,9 @@ unsafe extern "C" fn handler_malloc(ctx: *mut c_void, size: usize) -> *mut c_voi
     if let Some(block) = route::alloc(size, false) {
         return block;
     }
-    // SAFETY: the context of one of our handlers; the wrapped handler's `malloc`.
-    unsafe { route::Wrapped::malloc(wrapped(ctx), size) }
+    // SAFETY: the context of one of our handlers, whose wrapped handler lives for the
+    // process's life.
+    unsafe { wrapped_by(ctx).malloc(size) }
 }
 
 unsafe extern "C" fn handler_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
@@ -82,39 +76,9 @@ unsafe extern "C" fn handler_calloc(ctx: *mut c_void, nelem: usize, elsize: usiz
             return block;
         }
     }
-    // SAFETY: the context of one of our handlers.
-    let prev = unsafe { wrapped(ctx) };
-    match prev.calloc {
-        // SAFETY: the previous handler's own function and context.
-        Some(calloc) => unsafe { calloc(prev.ctx, nelem, elsize) },
-        None => ptr::null_mut(),
-    }
-}
-
-impl route::Wrapped for Allocator {
-    unsafe fn malloc(&self, size: usize) -> *mut c_void {
-        match self.malloc {
-            // SAFETY: the wrapped handler's own function and context.
-            Some(malloc) => unsafe { malloc(self.ctx, size) },
-            None => ptr::null_mut(),
-        }
-    }
-
-    unsafe fn realloc(&self, block: *mut c_void, size: usize) -> *mut c_void {
-        match self.realloc {
-            // SAFETY: a block of the wrapped handler's (the caller's contract), with
-            // its own function and context.
-            Some(realloc) => unsafe { realloc(self.ctx, block, size) },
-            None => ptr::null_mut(),
-        }
-    }
-
-    unsafe fn free(&self, block: *mut c_void, size: usize) {
-        if let Some(free) = self.free {
-            // SAFETY: as above.
-            unsafe { free(self.ctx, block, size) }
-        }
-    }
+    // SAFETY: the context of one of our handlers, whose wrapped handler lives for the
+    // process's life.
+    unsafe { wrapped_by(ctx).calloc(nelem, elsize) }
 }
 
 unsafe extern "C" fn handler_realloc(
@@ -125,7 +89,7 @@ unsafe extern "C" fn handler_realloc(
     // SAFETY: numpy's contract for `realloc`, on a handler of ours (its context).
     unsafe {
         route::realloc(
-            wrapped(ctx),
+            wrapped_by(ctx),
             block,
             size,
             |size| route::alloc(size, false),
@@ -142,7 +106,7 @@ unsafe extern "C" fn handler_free(ctx: *mut c_void, block: *mut c_void, size: us
         return;
     }
     // SAFETY: the context of one of our handlers; not ours, so the wrapped handler's.
-    unsafe { route::Wrapped::free(wrapped(ctx), block, size) }
+    unsafe { wrapped_by(ctx).free(block, size) }
 }
 
 /// numpy's C API table (`_ARRAY_API`), from numpy 2's module or numpy 1's.

@@ -16,17 +16,10 @@ use std::sync::OnceLock;
 use pyo3::prelude::*;
 
 use crate::route;
+use crate::wrapped::{Allocator, RawFree};
 
 /// CPython's `PyMemAllocatorEx` (`Include/cpython/pymem.h`), unchanged since 3.5.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct PyMemAllocatorEx {
-    ctx: *mut c_void,
-    malloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
-    calloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
-    realloc: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> *mut c_void>,
-    free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>,
-}
+type PyMemAllocatorEx = Allocator<RawFree>;
 
 /// `PYMEM_DOMAIN_RAW`.
 const DOMAIN_RAW: c_int = 0;
@@ -97,8 +90,8 @@ unsafe extern "C" fn hook_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void 
     if let Some(block) = take(size, false) {
         return block;
     }
-    // SAFETY: the wrapped allocator's own `malloc`.
-    unsafe { route::Wrapped::malloc(previous(), size) }
+    // SAFETY: the wrapped allocator, live for the process's life.
+    unsafe { previous().malloc(size) }
 }
 
 unsafe extern "C" fn hook_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
@@ -107,38 +100,8 @@ unsafe extern "C" fn hook_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize)
             return block;
         }
     }
-    let prev = previous();
-    match prev.calloc {
-        // SAFETY: the previous allocator's own function and context.
-        Some(calloc) => unsafe { calloc(prev.ctx, nelem, elsize) },
-        None => ptr::null_mut(),
-    }
-}
-
-impl route::Wrapped for PyMemAllocatorEx {
-    unsafe fn malloc(&self, size: usize) -> *mut c_void {
-        match self.malloc {
-            // SAFETY: the wrapped allocator's own function and context.
-            Some(malloc) => unsafe { malloc(self.ctx, size) },
-            None => ptr::null_mut(),
-        }
-    }
-
-    unsafe fn realloc(&self, block: *mut c_void, size: usize) -> *mut c_void {
-        match self.realloc {
-            // SAFETY: a block of the wrapped allocator's (the caller's contract), with
-            // its own function and context.
-            Some(realloc) => unsafe { realloc(self.ctx, block, size) },
-            None => ptr::null_mut(),
-        }
-    }
-
-    unsafe fn free(&self, block: *mut c_void, _size: usize) {
-        if let Some(free) = self.free {
-            // SAFETY: as above.
-            unsafe { free(self.ctx, block) }
-        }
-    }
+    // SAFETY: the wrapped allocator, live for the process's life.
+    unsafe { previous().calloc(nelem, elsize) }
 }
 
 unsafe extern "C" fn hook_realloc(
@@ -167,7 +130,7 @@ unsafe extern "C" fn hook_free(_ctx: *mut c_void, block: *mut c_void) {
         return;
     }
     // SAFETY: not ours, so the wrapped allocator's.
-    unsafe { route::Wrapped::free(previous(), block, 0) }
+    unsafe { previous().free(block, 0) }
 }
 
 /// The domain's allocator now.

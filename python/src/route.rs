@@ -10,6 +10,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arenapool_alloc::RawAlloc;
+
+use crate::wrapped::{Allocator, Free};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -103,28 +105,6 @@ pub(crate) unsafe fn free(block: *mut c_void) -> bool {
     true
 }
 
-/// The allocator a hook wraps, as the hook's `realloc` uses it.
-pub(crate) trait Wrapped {
-    /// A new block of `size` bytes (null: none).
-    ///
-    /// # Safety
-    ///
-    /// The wrapped allocator's contract.
-    unsafe fn malloc(&self, size: usize) -> *mut c_void;
-    /// `block`, of the wrapped allocator's, resized (null: not resized).
-    ///
-    /// # Safety
-    ///
-    /// `block` is a live block of the wrapped allocator's.
-    unsafe fn realloc(&self, block: *mut c_void, size: usize) -> *mut c_void;
-    /// Frees `block`, of the wrapped allocator's, `size` bytes long.
-    ///
-    /// # Safety
-    ///
-    /// `block` is a live block of the wrapped allocator's, not used again.
-    unsafe fn free(&self, block: *mut c_void, size: usize);
-}
-
 /// `realloc` for a hook that wraps `wrapped`, takes new blocks with `take` and frees
 /// its own with `give` (null `block`: a new block).
 ///
@@ -140,8 +120,8 @@ pub(crate) trait Wrapped {
 ///
 /// `block` is null or a live block of the chain the hook is in (CPython's and numpy's
 /// contract for `realloc`), not used again unless null is returned.
-pub(crate) unsafe fn realloc(
-    wrapped: &impl Wrapped,
+pub(crate) unsafe fn realloc<F: Free>(
+    wrapped: &Allocator<F>,
     block: *mut c_void,
     size: usize,
     take: impl FnOnce(usize) -> Option<*mut c_void>,

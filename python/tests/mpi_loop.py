@@ -56,14 +56,19 @@ def check(a: np.ndarray, iteration: int) -> None:
         raise AssertionError(f"iteration {iteration}: read {total}, not {iteration} * {a.size}")
 
 
+def write_then_read(comm: MPI.Intracomm, a: np.ndarray, iteration: int) -> None:
+    """The node's first rank writes the array; after a barrier, the others read it."""
+    if comm.rank == 0:
+        a[:] = iteration
+    comm.Barrier()
+    if comm.rank != 0 or comm.size == 1:
+        check(a, iteration)
+
+
 def fixed_iteration(comm: MPI.Intracomm, iteration: int) -> None:
     """One iteration with the fix: the array lives exactly as long as its block."""
     with shared_array(comm, ELEMENTS) as a:
-        if comm.rank == 0:
-            a[:] = iteration
-        comm.Barrier()
-        if comm.rank != 0 or comm.size == 1:
-            check(a, iteration)
+        write_then_read(comm, a, iteration)
 
 
 def leaking_window_iteration(comm: MPI.Intracomm, node: MPI.Intracomm, iteration: int) -> None:
@@ -71,11 +76,7 @@ def leaking_window_iteration(comm: MPI.Intracomm, node: MPI.Intracomm, iteration
     window = MPI.Win.Allocate_shared(ELEMENTS * 8 if node.rank == 0 else 0, 8, comm=node)
     buffer, _ = window.Shared_query(0)
     a = np.ndarray((ELEMENTS,), dtype=np.float64, buffer=buffer)
-    if comm.rank == 0:
-        a[:] = iteration
-    comm.Barrier()
-    if comm.rank != 0 or comm.size == 1:
-        check(a, iteration)
+    write_then_read(comm, a, iteration)
 
 
 def leaking_comm_iteration(comm: MPI.Intracomm, iteration: int) -> None:
@@ -84,11 +85,7 @@ def leaking_comm_iteration(comm: MPI.Intracomm, iteration: int) -> None:
     window = MPI.Win.Allocate_shared(ELEMENTS * 8 if node.rank == 0 else 0, 8, comm=node)
     buffer, _ = window.Shared_query(0)
     a = np.ndarray((ELEMENTS,), dtype=np.float64, buffer=buffer)
-    if comm.rank == 0:
-        a[:] = iteration
-    comm.Barrier()
-    if comm.rank != 0 or comm.size == 1:
-        check(a, iteration)
+    write_then_read(comm, a, iteration)
     del a, buffer
     comm.Barrier()
     window.Free()
