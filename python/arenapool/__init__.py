@@ -26,6 +26,7 @@ themselves, stay where they would be.
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Optional
 
 from . import _arenapool
@@ -112,7 +113,7 @@ def uninstall() -> bool:
     Returns:
         Whether the raw allocator's hook has left CPython's chain.
     """
-    if _numpy_ready():
+    if "numpy" in sys.modules and _numpy_ready():
         _arenapool.uninstall_numpy()
     return _arenapool.uninstall_raw() == "absent"
 

@@ -36,25 +36,31 @@ _original_call: Optional[Callable[..., Any]] = None
 
 
 def _ended_when_done(output: Iterator[Any], open_phase: phase) -> Iterator[Any]:
+    """``output``, then the end of ``open_phase`` (also if it is closed or collected)."""
     try:
         yield from output
     finally:
         open_phase.__exit__(*sys.exc_info())
 
 
-def _call_in_phase(self: joblib.Parallel, iterable: Iterable[Any]) -> Any:
-    assert _original_call is not None
-    open_phase = phase()
-    open_phase.__enter__()
-    try:
-        output = _original_call(self, iterable)
-    except BaseException:
-        open_phase.__exit__(*sys.exc_info())
-        raise
-    if isinstance(output, list):
-        open_phase.__exit__(None, None, None)
-        return output
-    return _ended_when_done(output, open_phase)
+def _in_phase(call: Callable[..., Any]) -> Callable[..., Any]:
+    """``Parallel.__call__`` (``call``), each call a phase."""
+
+    @functools.wraps(call)
+    def call_in_phase(self: joblib.Parallel, iterable: Iterable[Any]) -> Any:
+        open_phase = phase()
+        open_phase.__enter__()
+        try:
+            output = call(self, iterable)
+        except BaseException:
+            open_phase.__exit__(*sys.exc_info())
+            raise
+        if isinstance(output, list):
+            open_phase.__exit__(None, None, None)
+            return output
+        return _ended_when_done(output, open_phase)
+
+    return call_in_phase
 
 
 def install() -> None:
@@ -64,7 +70,7 @@ def install() -> None:
     if _original_call is not None:
         return
     _original_call = joblib.Parallel.__call__
-    joblib.Parallel.__call__ = functools.wraps(_original_call)(_call_in_phase)  # type: ignore[method-assign]
+    joblib.Parallel.__call__ = _in_phase(_original_call)  # type: ignore[method-assign]
 
 
 def uninstall() -> None:

@@ -55,9 +55,9 @@ struct Wrapped {
 ///
 /// # Safety
 ///
-/// `ctx` is the context of a handler made by [`make_handler`].
+/// `ctx` is the context of a handler made by [`wrapper`].
 unsafe fn wrapped_by<'a>(ctx: *mut c_void) -> &'a Allocator {
-    // SAFETY: `make_handler` sets the context to a leaked `Wrapped`.
+    // SAFETY: `wrapper` sets the context to a leaked `Wrapped`.
     unsafe { &(*ctx.cast::<Wrapped>()).allocator }
 }
 

@@ -10,10 +10,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use arenapool_alloc::RawAlloc;
-
-use crate::wrapped::{Allocator, Free};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+
+use crate::wrapped::{Allocator, Free};
 
 /// The alignment CPython and numpy expect of their allocators (glibc's `malloc`'s).
 pub(crate) const ALIGN: usize = 16;
