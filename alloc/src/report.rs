@@ -76,24 +76,13 @@ impl Report {
         work: impl FnOnce() -> W,
         give_back: impl FnOnce(W) -> R,
     ) -> (R, Report) {
-        let indices: Vec<u32> = arenas.iter().map(|arena| arena.index()).collect();
+        let arenas: Vec<u32> = arenas.iter().map(|arena| arena.index()).collect();
         let returned_so_far = || -> usize {
-            if indices.is_empty() {
+            if arenas.is_empty() {
                 return 0;
             }
-            returned_by(indices.iter().copied())
+            returned_by(arenas.iter().copied())
         };
-        Report::measure_with(indices.clone(), returned_so_far, work, give_back)
-    }
-
-    /// [`Report::measure`] for work in `arenas`, given a reading of the bytes given
-    /// back so far by whatever arenas the report counts.
-    pub(crate) fn measure_with<W, R>(
-        arenas: Vec<u32>,
-        returned_so_far: impl Fn() -> usize,
-        work: impl FnOnce() -> W,
-        give_back: impl FnOnce(W) -> R,
-    ) -> (R, Report) {
         let rss_before = memory::rss();
         let returned_before = returned_so_far();
         let started = Instant::now();
@@ -102,10 +91,11 @@ impl Report {
         let started = Instant::now();
         let value = give_back(done);
         let purge_time = started.elapsed();
+        let returned = returned_so_far().saturating_sub(returned_before);
         let report = Report {
             rss_before,
             rss_after: memory::rss(),
-            returned: returned_so_far().saturating_sub(returned_before),
+            returned,
             run_time,
             purge_time,
             arenas,
