@@ -296,6 +296,15 @@ pub(crate) fn install_numpy_default(py: Python<'_>) -> PyResult<bool> {
     Ok(true)
 }
 
+/// Sets `capsule` (a live handler capsule) as the current context's handler.
+fn set_handler(py: Python<'_>, api: &Api, capsule: *mut ffi::PyObject) -> PyResult<()> {
+    // SAFETY: numpy's function, with a live handler capsule; the lock is held.
+    let old = unsafe { (api.set)(capsule) };
+    // SAFETY: the old handler (a new reference), or null with an exception set.
+    drop(unsafe { Bound::from_owned_ptr_or_err(py, old) }?);
+    Ok(())
+}
+
 /// Sets arenapool's handler for the current context, wrapping the one in force; does
 /// nothing if it is arenapool's already. Returns whether it was set.
 #[pyfunction]
@@ -306,10 +315,7 @@ pub(crate) fn install_numpy(py: Python<'_>) -> PyResult<bool> {
         return Ok(false);
     }
     let ours = make_handler(&prev)?;
-    // SAFETY: numpy's function, with a handler capsule; the lock is held.
-    let old = unsafe { (api.set)(ours.as_ptr()) };
-    // SAFETY: the old handler (a new reference), or null with an exception set.
-    drop(unsafe { Bound::from_owned_ptr_or_err(py, old) }?);
+    set_handler(py, &api, ours.as_ptr())?;
     Ok(true)
 }
 
@@ -331,10 +337,7 @@ pub(crate) fn uninstall_numpy(py: Python<'_>) -> PyResult<bool> {
         // once the hooks stop.
         return Ok(false);
     }
-    // SAFETY: numpy's function, with a live handler capsule; the lock is held.
-    let old = unsafe { (api.set)(prev) };
-    // SAFETY: the old handler (a new reference), or null with an exception set.
-    drop(unsafe { Bound::from_owned_ptr_or_err(py, old) }?);
+    set_handler(py, &api, prev)?;
     Ok(true)
 }
 
