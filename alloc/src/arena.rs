@@ -58,15 +58,39 @@ impl Arena {
     /// - jemalloc's limit of arenas per process is reached because too many `Arena`s
     ///   are alive at once ([`Error::is_arena_limit`]); dropping some makes room.
     pub fn new() -> Result<Arena, Error> {
+        Arena::with_huge_pages(crate::huge::default_setting())
+    }
+
+    /// Like [`Arena::new`], with huge pages or without, whatever
+    /// [`set_huge_pages`](crate::set_huge_pages) says.
+    ///
+    /// An arena with huge pages has its memory advised `MADV_HUGEPAGE`, so the kernel
+    /// faults it in 2 MiB at a time where it can (a fraction of the cost per byte of
+    /// 4 KiB pages), and a purge gives back whole 2 MiB pages where they are free, so
+    /// that they come back as huge pages. A purge still gives back every free page; a
+    /// huge page that holds live data is resident in full until a purge finds its free
+    /// part. Where the kernel's transparent huge pages are `never` or not supported,
+    /// both kinds behave alike.
+    ///
+    /// # Errors
+    ///
+    /// As [`Arena::new`].
+    pub fn with_huge_pages(huge: bool) -> Result<Arena, Error> {
         ensure_bindable()?;
         Ok(Arena {
-            slot: ManuallyDrop::new(recycler::acquire()?),
+            slot: ManuallyDrop::new(recycler::acquire(huge)?),
         })
     }
 
     /// jemalloc's index of this arena (as in `arena.<i>.*` controls).
     pub fn index(&self) -> u32 {
         self.slot.index()
+    }
+
+    /// Whether this arena's memory uses huge pages: asked for
+    /// ([`Arena::with_huge_pages`]), and allowed by the kernel.
+    pub fn huge_pages(&self) -> bool {
+        self.slot.huge_pages()
     }
 
     /// Runs `f` with the calling thread's allocations coming from this arena, then
@@ -182,6 +206,7 @@ impl fmt::Debug for Arena {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Arena")
             .field("index", &self.index())
+            .field("huge_pages", &self.huge_pages())
             .finish()
     }
 }

@@ -7,9 +7,10 @@
 //!   crate's arenas, and in which. Nothing else shares a granule (the tail past what
 //!   jemalloc asked for stays mapped, untouched, so never resident), and nothing is ever
 //!   unmapped (there is no `dalloc` hook), so an entry never goes stale.
-//! - `decommit`, `purge_lazy` and `purge_forced` forward to jemalloc's own hooks and
-//!   count their calls, per arena and per thread: [`crate::purge`] tells from the
-//!   counts whether a purge ran.
+//! - `decommit`, `purge_lazy` and `purge_forced` count their calls, per arena and per
+//!   thread ([`crate::purge`] tells from the counts whether a purge ran), then forward
+//!   to jemalloc's own hooks, or for an arena with huge pages to [`crate::huge`], which
+//!   gives pages back so that huge pages come back whole; so does `commit`.
 //! - `merge` answers without jemalloc's thread state (see [`merge`]).
 //!
 //! Nothing here decides when pages go back: that is [`crate::purge`]'s.
@@ -18,12 +19,13 @@ use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_uint, c_void};
 use std::mem::size_of;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult, ARENAS_ALL};
+use crate::huge;
 
 /// The unit in which arenas' memory is mapped and owned: 2 MiB, the x86-64 huge page.
 pub(crate) const GRANULE: usize = 2 << 20;
@@ -37,11 +39,17 @@ const LEAF_BITS: u32 = 32;
 
 const GRANULES_PER_LEAF: usize = 1 << (LEAF_BITS - GRANULE.trailing_zeros());
 
-/// One page of the map: each granule's arena index plus one, 0 for memory not ours.
-type Leaf = [AtomicU16; GRANULES_PER_LEAF];
+/// One leaf of the map, for 4 GiB of address space.
+struct Leaf {
+    /// Each granule's arena index plus one, 0 for memory not ours.
+    arenas: [AtomicU32; GRANULES_PER_LEAF],
+    /// For arenas with huge pages, each granule's pages that jemalloc holds committed
+    /// (see [`crate::huge`]), which that module alone reads and writes.
+    committed: [AtomicU32; GRANULES_PER_LEAF],
+}
 
 /// The map of the address space, granule to arena: a leaf per 4 GiB that arenas mapped
-/// memory in, made by the `alloc` hook (one page each); 256 KiB of zero-initialised
+/// memory in, made by the `alloc` hook (16 KiB each); 256 KiB of zero-initialised
 /// static memory for the leaves' addresses.
 static MAP: [AtomicPtr<Leaf>; 1 << (ADDRESS_BITS - LEAF_BITS)] =
     [const { AtomicPtr::new(ptr::null_mut()) }; 1 << (ADDRESS_BITS - LEAF_BITS)];
@@ -58,10 +66,21 @@ pub(crate) fn arena_of(addr: usize) -> Option<u32> {
     }
     let granule = (addr >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF;
     // SAFETY: a non-null entry points to a leaf made by `leaf_for`, never freed.
-    match unsafe { &*leaf }[granule].load(Ordering::Acquire) {
+    match unsafe { &*leaf }.arenas[granule].load(Ordering::Acquire) {
         0 => None,
-        index => Some(u32::from(index) - 1),
+        index => Some(index - 1),
     }
+}
+
+/// The count of committed pages of the granule at `addr` (see [`crate::huge`]), if it
+/// is memory of this crate's arenas.
+pub(crate) fn committed_pages(addr: usize) -> Option<&'static AtomicU32> {
+    let leaf = MAP.get(addr >> LEAF_BITS)?.load(Ordering::Acquire);
+    if leaf.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null entry points to a leaf made by `leaf_for`, never freed.
+    Some(&unsafe { &*leaf }.committed[(addr >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF])
 }
 
 /// The leaf for `addr`'s 4 GiB, made if needed; `None` if no page can be had for it.
@@ -70,7 +89,7 @@ fn leaf_for(addr: usize) -> Option<&'static Leaf> {
     let mut leaf = slot.load(Ordering::Acquire);
     if leaf.is_null() {
         // SAFETY: a new private anonymous mapping touches no existing memory; zeroed,
-        // it is a leaf of zeros (every granule not ours).
+        // it is a leaf of zeros (every granule not ours, nothing committed).
         let page = unsafe {
             libc::mmap(
                 ptr::null_mut(),
@@ -107,7 +126,7 @@ fn leaf_for(addr: usize) -> Option<&'static Leaf> {
 /// arena `arena`'s; false if a leaf could not be made (nothing is then noted).
 fn note(start: usize, len: usize, arena: c_uint) -> bool {
     // Checked: nothing may panic in a hook jemalloc calls.
-    let Some(entry) = arena.checked_add(1).and_then(|e| u16::try_from(e).ok()) else {
+    let Some(entry) = arena.checked_add(1) else {
         return false;
     };
     let granules = (start..start + len).step_by(GRANULE);
@@ -117,7 +136,7 @@ fn note(start: usize, len: usize, arena: c_uint) -> bool {
     }
     for granule in granules {
         if let Some(leaf) = leaf_for(granule) {
-            leaf[(granule >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF]
+            leaf.arenas[(granule >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF]
                 .store(entry, Ordering::Release);
         }
     }
@@ -174,6 +193,7 @@ pub(crate) fn table() -> CtlResult<*mut ffi::extent_hooks_t> {
             // `arena_of` relies on it: nothing an arena mapped is ever unmapped.
             ours.dalloc = None;
             ours.merge = Some(merge);
+            ours.commit = Some(commit);
             ours.decommit = Some(decommit);
             ours.purge_lazy = Some(purge_lazy);
             ours.purge_forced = Some(purge_forced);
@@ -192,8 +212,9 @@ pub(crate) fn table() -> CtlResult<*mut ffi::extent_hooks_t> {
 /// given address (`new_addr`), which it does only when it does not retain memory (and
 /// then falls back to asking for any address).
 ///
-/// The memory is committed and zeroed, as fresh anonymous mappings are; jemalloc is
-/// told so through `zero` and `commit`.
+/// The memory is zeroed, as fresh anonymous mappings are, and committed, except in an
+/// arena with huge pages when jemalloc lets the hook choose (see [`huge::mapped`]);
+/// jemalloc is told through `zero` and `commit`.
 unsafe extern "C" fn alloc(
     _hooks: *mut ffi::extent_hooks_t,
     new_addr: *mut c_void,
@@ -256,26 +277,35 @@ unsafe extern "C" fn alloc(
     // SAFETY: jemalloc passes valid pointers to its two flags.
     unsafe {
         *zero = true;
-        *commit = true;
+        *commit = huge::mapped(arena, start, size, alignment, *commit);
     }
     start as *mut c_void
 }
 
-/// Counts a call on this thread, then returns what jemalloc's own hook `pick` does (or
-/// "failed", `true`, if jemalloc has none).
+/// Counts a call, on this thread and for arena `arena`, of a hook that gives pages back.
+fn count(arena: c_uint) {
+    let _ = GAVE_BACK.try_with(|n| n.set(n.get().wrapping_add(1)));
+    if let Some(calls) = CALLS.get(arena as usize) {
+        calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// jemalloc's own hooks, once the table is built.
+fn defaults() -> Option<&'static ffi::extent_hooks_t> {
+    match HOOKS.get() {
+        Some(Ok(table)) => Some(&table.default),
+        _ => None,
+    }
+}
+
+/// Returns what jemalloc's own hook `pick` does (or "failed", `true`, if jemalloc has
+/// none).
 fn forward(
     pick: impl FnOnce(&ffi::extent_hooks_t) -> Option<ffi::extent_decommit_t>,
     hooks: *mut ffi::extent_hooks_t,
     args: (*mut c_void, usize, usize, usize, c_uint),
 ) -> bool {
-    let _ = GAVE_BACK.try_with(|n| n.set(n.get().wrapping_add(1)));
-    if let Some(calls) = CALLS.get(args.4 as usize) {
-        calls.fetch_add(1, Ordering::Relaxed);
-    }
-    let Some(Ok(table)) = HOOKS.get() else {
-        return true;
-    };
-    match pick(&table.default) {
+    match defaults().and_then(pick) {
         // SAFETY: jemalloc calls this hook with the arguments of the one it stands
         // for, which are passed on unchanged to jemalloc's own.
         Some(hook) => unsafe { hook(hooks, args.0, args.1, args.2, args.3, args.4) },
@@ -283,10 +313,12 @@ fn forward(
     }
 }
 
-/// Defines a hook with the signature jemalloc gives `decommit`, `purge_lazy` and
-/// `purge_forced`, which forwards to jemalloc's own hook of that name.
-macro_rules! counted_hook {
-    ($name:ident) => {
+/// Defines a hook with the signature jemalloc gives `commit`, `decommit`, `purge_lazy`
+/// and `purge_forced`, which counts its calls if `counted` and calls jemalloc's own
+/// hook of that name; or, in an arena with huge pages, `huge` (if given) with the arena
+/// and the range `[addr + offset, addr + offset + length)`.
+macro_rules! range_hook {
+    ($name:ident, counted: $counted:literal, huge: $huge:expr) => {
         unsafe extern "C" fn $name(
             hooks: *mut ffi::extent_hooks_t,
             addr: *mut c_void,
@@ -295,14 +327,24 @@ macro_rules! counted_hook {
             length: usize,
             arena: c_uint,
         ) -> bool {
+            if $counted {
+                count(arena);
+            }
+            let huge: Option<fn(u32, usize, usize) -> bool> = $huge;
+            if let Some(huge) = huge.filter(|_| huge::is_on(arena)) {
+                return huge(arena, addr as usize + offset, length);
+            }
             forward(|d| d.$name, hooks, (addr, size, offset, length, arena))
         }
     };
 }
 
-counted_hook!(decommit);
-counted_hook!(purge_lazy);
-counted_hook!(purge_forced);
+range_hook!(commit, counted: false, huge: Some(huge::commit));
+range_hook!(decommit, counted: true, huge: Some(huge::decommit));
+// In an arena with huge pages, jemalloc purges a range only if `decommit` failed; the
+// range then stays committed, as in arenas without huge pages.
+range_hook!(purge_forced, counted: true, huge: None);
+range_hook!(purge_lazy, counted: true, huge: None);
 
 /// Whether two adjacent extents of one of this crate's arenas may become one: always,
 /// where the OS lets one mapping be split and joined at any page (everywhere but

@@ -42,6 +42,7 @@ mod ctl;
 mod error;
 mod global;
 mod hooks;
+mod huge;
 mod memory;
 mod percpu;
 mod phase;
@@ -56,8 +57,9 @@ pub use self::binding::{current_arena, Binding};
 pub use self::bytes::Bytes;
 pub use self::error::Error;
 pub use self::global::{is_installed, ArenaAlloc};
+pub use self::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
 pub use self::memory::{
-    flush_thread_cache, memory, peak_rss, reset_peak_rss, rss, rss_of, trim, Memory,
+    flush_thread_cache, huge_page_rss, memory, peak_rss, reset_peak_rss, rss, rss_of, trim, Memory,
 };
 pub use self::phase::{
     enter_phase, phase, phase_is_open, phase_report, phase_threshold, set_phase_threshold,

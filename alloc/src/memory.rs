@@ -130,6 +130,17 @@ pub fn peak_rss() -> usize {
         .map_or(0, |kib| kib * 1024)
 }
 
+/// The process's anonymous memory mapped in huge pages, in bytes (`AnonHugePages` of
+/// `/proc/self/smaps_rollup`; 0 where unavailable): how much of what arenas with huge
+/// pages (see [`set_huge_pages`](crate::set_huge_pages)) faulted in the kernel gave as
+/// huge pages. Reading it walks the process's mappings: microseconds to a millisecond.
+pub fn huge_page_rss() -> usize {
+    let mut buf = [0u8; 4096];
+    read_proc("/proc/self/smaps_rollup", &mut buf)
+        .and_then(|s| parse_status_kib(s, "AnonHugePages:"))
+        .map_or(0, |kib| kib * 1024)
+}
+
 /// Resets the peak RSS ([`peak_rss`], [`Memory::peak_rss`]) to the current RSS, so a
 /// phase's own peak can be measured.
 ///

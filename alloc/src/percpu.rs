@@ -31,10 +31,11 @@ impl PerCpu {
         }
     }
 
-    /// Makes the set, once: an arena per CPU the system has, each set up by `setup`.
+    /// Makes the set, once: an arena per CPU the system has, with huge pages if `huge`,
+    /// each set up by `setup`.
     /// If jemalloc's limit of arenas is reached on the way, the set is the arenas made
     /// so far, or the error if there are none.
-    pub(crate) fn make(&self, setup: fn(u32) -> CtlResult<()>) -> Result<(), Error> {
+    pub(crate) fn make(&self, huge: bool, setup: fn(u32) -> CtlResult<()>) -> Result<(), Error> {
         if self.len.load(Ordering::Acquire) > 0 {
             return Ok(());
         }
@@ -45,7 +46,7 @@ impl PerCpu {
         let mut made = 0;
         let mut failed = None;
         for slot in &self.indices[..cpus()] {
-            match recycler::acquire_for_life().and_then(|i| Ok(setup(i).map(|()| i)?)) {
+            match recycler::acquire_for_life(huge).and_then(|i| Ok(setup(i).map(|()| i)?)) {
                 Ok(index) => {
                     slot.store(index, Ordering::Relaxed);
                     made += 1;

@@ -28,7 +28,7 @@ use crate::ctl::{self, ARENAS_ALL};
 use crate::global::ensure_routable;
 use crate::percpu::PerCpu;
 use crate::report::{self, Report};
-use crate::{binding, memory, purge, recycler, Error};
+use crate::{binding, huge, memory, purge, recycler, Error};
 
 /// No threshold can be smaller: sizes below it are never routed, whatever the
 /// settings, and are told apart by a comparison with this constant before any atomic
@@ -388,7 +388,7 @@ fn returned_so_far() -> usize {
 fn begin() -> Result<(), Error> {
     let mut open = open_count();
     if *open == 0 {
-        ARENAS.make(|_| Ok(()))?;
+        ARENAS.make(huge::default_setting(), |_| Ok(()))?;
         if let Err(e) = ARENAS.indices().try_for_each(purge::keep_freed) {
             // No phase opens: none of the arenas may keep what is freed in them.
             for index in ARENAS.indices() {

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult, Pages, ARENAS_ALL};
-use crate::{hooks, recycler};
+use crate::{hooks, huge, recycler};
 
 /// One lock per arena index, held by every purge and decay change this crate makes.
 static PURGING: [Mutex<()>; ARENAS_ALL as usize] = [const { Mutex::new(()) }; ARENAS_ALL as usize];
@@ -69,13 +69,16 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// arena of this crate's exists (before, no block can lie in one).
 static UNCACHED_FROM: AtomicUsize = AtomicUsize::new(usize::MAX);
 
-/// Creates an arena with the hooks of [`crate::hooks`], memory from `mmap` only and muzzy decay 0
-/// (every purge a forced one), and returns its index.
-pub(crate) fn create_arena() -> CtlResult<u32> {
+/// Creates an arena with the hooks of [`crate::hooks`], memory from `mmap` only, muzzy
+/// decay 0 (every purge a forced one) and huge pages if `huge` (and the kernel allows
+/// them), and returns its index.
+pub(crate) fn create_arena(huge: bool) -> CtlResult<u32> {
     UNCACHED_FROM.store(ctl::tcache_max()? + 1, Ordering::Relaxed);
     // SAFETY: the table lives in a static for the rest of the process and is never
     // written after it was built.
     let index = unsafe { ctl::arenas_create(hooks::table()?)? };
+    // Before anything but jemalloc's metadata is mapped for it (never advised).
+    huge::set_for_arena(index, huge);
     // Before anything is allocated in it: `merge` relies on it.
     ctl::arena_disable_dss(index)?;
     // Cannot fail for an arena just created; if it did, purges of this arena would

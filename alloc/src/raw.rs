@@ -159,6 +159,8 @@ fn general_arena() -> Option<u32> {
     if let Some(index) = ARENAS.pick() {
         return Some(index);
     }
-    ARENAS.make(purge::decay_as_jemalloc).ok()?;
+    // No huge pages: these arenas decay as jemalloc's do, in pieces while work runs,
+    // which would break huge pages up over and over.
+    ARENAS.make(false, purge::decay_as_jemalloc).ok()?;
     ARENAS.pick()
 }

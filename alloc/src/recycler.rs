@@ -44,11 +44,18 @@ pub(crate) enum Decay {
 #[derive(Debug)]
 pub(crate) struct Slot {
     index: u32,
+    /// Made with huge pages asked for.
+    huge: bool,
 }
 
 impl Slot {
     pub(crate) fn index(&self) -> u32 {
         self.index
+    }
+
+    /// Whether the arena has huge pages (asked for, and the kernel allows them).
+    pub(crate) fn huge_pages(&self) -> bool {
+        crate::huge::is_on(self.index)
     }
 
     /// Sets the arena's decay time (see the module docs).
@@ -100,21 +107,30 @@ pub(crate) fn live() -> usize {
     list.created - list.len
 }
 
-/// Takes an arena off the free list, or creates one; either way with [`Decay::Keep`].
-pub(crate) fn acquire() -> Result<Slot, Error> {
+/// Takes an arena with huge pages or without (`huge`) off the free list, or creates
+/// one; either way with [`Decay::Keep`].
+pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
     let recycled = {
         let mut list = free_list();
-        match list.len.checked_sub(1) {
-            Some(top) => {
-                list.len = top;
-                list.slots[top].take()
+        let len = list.len;
+        // The most recently released arena of the kind: the top one, unless a program
+        // mixes kinds.
+        match (0..len)
+            .rev()
+            .find(|&i| list.slots[i].as_ref().is_some_and(|s| s.huge == huge))
+        {
+            Some(i) => {
+                let slot = list.slots[i].take();
+                list.slots.swap(i, len - 1);
+                list.len = len - 1;
+                slot
             }
             None => None,
         }
     };
     let slot = match recycled {
         Some(slot) => slot,
-        None => create()?,
+        None => create(huge)?,
     };
     if let Err(e) = slot.set_decay(Decay::Keep) {
         release(slot);
@@ -125,11 +141,11 @@ pub(crate) fn acquire() -> Result<Slot, Error> {
 
 /// Takes an arena as [`acquire`] does, for the rest of the process: it is never
 /// released, and counts as checked out. For the sets of arenas made once per process.
-pub(crate) fn acquire_for_life() -> Result<u32, Error> {
-    acquire().map(|slot| slot.index)
+pub(crate) fn acquire_for_life(huge: bool) -> Result<u32, Error> {
+    acquire(huge).map(|slot| slot.index)
 }
 
-fn create() -> Result<Slot, Error> {
+fn create(huge: bool) -> Result<Slot, Error> {
     // jemalloc 5.3's `arenas.create` reads past the end of its table of arenas when
     // called with the table full, instead of failing. So the count is checked first,
     // and creations are serialised so no two threads pass the check for the last slot.
@@ -139,12 +155,12 @@ fn create() -> Result<Slot, Error> {
         if ctl::arenas_count()? >= ARENA_LIMIT {
             return Err(Error::arena_limit(live()));
         }
-        purge::create_arena()?
+        purge::create_arena(huge)?
     };
     let i = index as usize;
     OURS[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
     free_list().created += 1;
-    Ok(Slot { index })
+    Ok(Slot { index, huge })
 }
 
 /// Gives the arena's free pages back, makes whatever is freed into it later go back at

@@ -24,8 +24,10 @@ struct Worker {
 
 /// What the pool and its workers share: the arenas the workers took, and how many
 /// workers are alive.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Roster {
+    /// Whether the workers' arenas have huge pages.
+    huge_pages: bool,
     state: Mutex<RosterState>,
     changed: Condvar,
 }
@@ -43,6 +45,15 @@ struct RosterState {
 }
 
 impl Roster {
+    /// A roster for workers whose arenas have huge pages if `huge_pages`.
+    pub(crate) fn new(huge_pages: bool) -> Roster {
+        Roster {
+            huge_pages,
+            state: Mutex::default(),
+            changed: Condvar::new(),
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, RosterState> {
         // Nothing panics while the lock is held; a poisoned roster is still consistent.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -55,7 +66,7 @@ impl Roster {
     /// rayon's start handler for worker `index`: binds the thread to an arena of its
     /// own for its whole life, or runs it unbound if no arena can be had.
     pub(crate) fn start_worker(self: &Arc<Self>, index: usize) {
-        let (binding, arena) = match Arena::new() {
+        let (binding, arena) = match Arena::with_huge_pages(self.huge_pages) {
             Ok(arena) => {
                 let arena = Arc::new(arena);
                 (Some(arena.bind_shared()), Ok(arena))

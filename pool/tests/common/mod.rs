@@ -73,3 +73,21 @@ pub fn kept_bytes(kept: &[String]) -> usize {
 pub fn show(name: &str, bytes: usize) -> String {
     format!("{name} {}", Bytes(bytes))
 }
+
+/// Why huge pages cannot be tested here, if they cannot: the kernel's transparent huge
+/// page policy (`never`), or no transparent huge pages at all.
+pub fn no_huge_pages() -> Option<String> {
+    if arenapool_alloc::huge_pages() {
+        return None;
+    }
+    Some(
+        match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
+            Ok(policy) => format!(
+                "transparent huge pages are off (policy: {}), or {} is set",
+                policy.trim(),
+                arenapool_alloc::HUGE_PAGES_ENV
+            ),
+            Err(e) => format!("this kernel has no transparent huge pages ({e})"),
+        },
+    )
+}
