@@ -1,7 +1,8 @@
 //! SVG charts: RSS over time per workload (one line per contender, phase ends marked),
-//! the RSS each contender retains after each workload's phase, time against threads
-//! for a sweep, and the summary: time against memory left, one point per contender.
-//! Whiskers span the smallest to the largest repetition.
+//! the RSS each contender retains after each workload's phase, its peak memory in huge
+//! pages and its minor page faults, time against threads for a sweep, and the summary:
+//! time against memory left, one point per contender. Whiskers span the smallest to
+//! the largest repetition.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::{Contender, Results, Workload};
+use crate::{Contender, Results, Summary, Workload};
 
 const MIB: f64 = (1 << 20) as f64;
 
@@ -23,6 +24,7 @@ fn color(contender: Contender) -> RGBColor {
         Contender::Jemalloc => RGBColor(31, 119, 180),
         Contender::JemallocTuned => RGBColor(148, 103, 189),
         Contender::JemallocBg500 => RGBColor(23, 190, 207),
+        Contender::JemallocThp => RGBColor(20, 50, 110),
         Contender::Mimalloc => RGBColor(255, 127, 14),
         Contender::MimallocPurge0 => RGBColor(188, 140, 60),
         Contender::Rpmalloc => RGBColor(140, 86, 75),
@@ -30,13 +32,14 @@ fn color(contender: Contender) -> RGBColor {
         Contender::Tcmalloc => RGBColor(127, 127, 127),
         Contender::Arenapool => RGBColor(44, 160, 44),
         Contender::ArenapoolWarm => RGBColor(152, 223, 138),
+        Contender::Arenapool4k => RGBColor(110, 180, 60),
         Contender::ArenapoolPhase => RGBColor(0, 100, 40),
     }
 }
 
-/// Writes `rss-<workload>.svg` for every workload, `retained.svg`, `summary.svg`, and
-/// `threads-<workload>.svg` for every workload when several thread counts ran; returns
-/// the paths.
+/// Writes `rss-<workload>.svg` for every workload, `retained.svg`, `huge-pages.svg`,
+/// `summary.svg`, and `threads-<workload>.svg` for every workload when several thread
+/// counts ran; returns the paths.
 pub(crate) fn write_all(results: &Results, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut paths = Vec::new();
     let mut draw = |name: String, f: &dyn Fn(&Path) -> DrawResult| {
@@ -59,6 +62,7 @@ pub(crate) fn write_all(results: &Results, dir: &Path) -> Result<Vec<PathBuf>, S
         }
     }
     draw("retained.svg".to_owned(), &|p| retained(results, p))?;
+    draw("huge-pages.svg".to_owned(), &|p| huge_pages(results, p))?;
     draw("summary.svg".to_owned(), &|p| summary(results, p))?;
     Ok(paths)
 }
@@ -154,44 +158,47 @@ fn timeline(results: &Results, workload: Workload, path: &Path) -> DrawResult {
 /// (16 KiB) is nothing.
 const FLOOR: f64 = 1.0 / 64.0;
 
-/// Grouped bars: per workload, the RSS each contender holds after the phase above what
-/// it held at the start (medians), whiskers over the repetitions, at the first thread
-/// count.
-fn retained(results: &Results, path: &Path) -> DrawResult {
-    let workloads: Vec<&str> = results.workloads.iter().map(|w| w.name).collect();
-    let contenders = contenders(results);
+/// A figure per (workload, contender) as bars: (median, smallest, largest).
+type BarValue<'a> = &'a dyn Fn(&str, Contender) -> Option<(f64, f64, f64)>;
+
+/// How one panel of grouped bars is labelled, and where its log scale starts.
+struct Bars<'a> {
+    caption: &'a str,
+    y_desc: &'a str,
+    /// Where the bars start on the log scale: a bar below it is drawn as nothing.
+    floor: f64,
+    /// The log scale's base (where its grid lines are).
+    base: f64,
+    y_label: &'a dyn Fn(&f64) -> String,
+}
+
+/// Grouped bars on `area`: a group per workload, a bar per contender (the median) with
+/// a whisker over the repetitions, on a log scale whose bars start at `bars.floor`.
+fn grouped_bars(
+    area: &Area<'_>,
+    bars: &Bars<'_>,
+    workloads: &[&str],
+    contenders: &[Contender],
+    value: BarValue<'_>,
+) -> DrawResult {
     let slots = contenders.len() as i32 + 2;
-    let threads = results.threads[0];
-    // (median, min, max) retained MiB.
-    let retained_mib = |w: &str, c: Contender| {
-        let s = results
-            .summaries
-            .iter()
-            .find(|s| s.workload.name() == w && s.contender == c && s.threads == threads)?;
-        let start = s.rss_start?.median;
-        let after = s.rss_after?;
-        let mib = |b: f64| (b - start).max(0.0) / MIB;
-        Some((mib(after.median), mib(after.min), mib(after.max)))
-    };
     let y_max = workloads
         .iter()
-        .flat_map(|w| contenders.iter().filter_map(|&c| retained_mib(w, c)))
+        .flat_map(|w| contenders.iter().filter_map(|&c| value(w, c)))
         .map(|(_, _, hi)| hi)
-        .fold(1.0, f64::max);
-
-    let (root, plot) = with_legend(path, (1500, 600), &contenders)?;
+        .fold(bars.floor * 64.0, f64::max);
     let x_end = workloads.len() as i32 * slots;
-    let mut chart = ChartBuilder::on(&plot)
-        .caption(
-            "RSS retained after the phase (MiB above the RSS at its start; lower is better)",
-            ("sans-serif", 20),
-        )
+    let mut chart = ChartBuilder::on(area)
+        .caption(bars.caption, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(60)
         .y_label_area_size(70)
         .build_cartesian_2d(
             0..x_end,
-            (0.0..y_max * 1.12).log_scale().base(2.0).zero_point(0.0),
+            (bars.floor / 4.0..y_max * 1.12)
+                .log_scale()
+                .base(bars.base)
+                .zero_point(0.0),
         )?;
     chart
         .configure_mesh()
@@ -209,35 +216,118 @@ fn retained(results: &Results, path: &Path) -> DrawResult {
                 .into_font()
                 .transform(FontTransform::Rotate90),
         )
-        .y_desc("retained (MiB, log scale)")
-        .y_label_formatter(&|v| {
+        .y_desc(bars.y_desc)
+        .y_label_formatter(bars.y_label)
+        .draw()?;
+    let floor = bars.floor;
+    for (ci, &contender) in contenders.iter().enumerate() {
+        let c = color(contender);
+        let points: Vec<(i32, (f64, f64, f64))> = workloads
+            .iter()
+            .enumerate()
+            .filter_map(|(wi, w)| Some((wi as i32 * slots + 1 + ci as i32, value(w, contender)?)))
+            .collect();
+        chart.draw_series(points.iter().map(|&(x, (v, _, _))| {
+            Rectangle::new([(x, floor), (x + 1, v.max(floor))], c.filled())
+        }))?;
+        chart.draw_series(
+            points
+                .iter()
+                .map(|&(x, (_, lo, hi))| whisker(x, lo.max(floor), hi.max(floor), BLACK)),
+        )?;
+    }
+    Ok(())
+}
+
+/// The summary of `contender` on workload `w` at `threads`.
+fn summary_of<'a>(
+    results: &'a Results,
+    w: &str,
+    threads: usize,
+    contender: Contender,
+) -> Option<&'a Summary> {
+    results
+        .summaries
+        .iter()
+        .find(|s| s.workload.name() == w && s.contender == contender && s.threads == threads)
+}
+
+/// Grouped bars: per workload, the RSS each contender holds after the phase above what
+/// it held at the start (medians), whiskers over the repetitions, at the first thread
+/// count.
+fn retained(results: &Results, path: &Path) -> DrawResult {
+    let workloads: Vec<&str> = results.workloads.iter().map(|w| w.name).collect();
+    let contenders = contenders(results);
+    let threads = results.threads[0];
+    // (median, min, max) retained MiB.
+    let retained_mib = |w: &str, c: Contender| {
+        let s = summary_of(results, w, threads, c)?;
+        let start = s.rss_start?.median;
+        let after = s.rss_after?;
+        let mib = |b: f64| (b - start).max(0.0) / MIB;
+        Some((mib(after.median), mib(after.min), mib(after.max)))
+    };
+    let (root, plot) = with_legend(path, (1500, 600), &contenders)?;
+    let bars = Bars {
+        caption: "RSS retained after the phase (MiB above the RSS at its start; lower is better)",
+        y_desc: "retained (MiB, log scale)",
+        floor: FLOOR,
+        base: 2.0,
+        y_label: &|v| {
             if *v >= 1.0 {
                 format!("{v:.0}")
             } else {
                 format!("{v:.3}")
             }
-        })
-        .draw()?;
-    for (ci, &contender) in contenders.iter().enumerate() {
-        let c = color(contender);
-        let bars: Vec<(i32, (f64, f64, f64))> = workloads
-            .iter()
-            .enumerate()
-            .filter_map(|(wi, w)| {
-                Some((
-                    wi as i32 * slots + 1 + ci as i32,
-                    retained_mib(w, contender)?,
-                ))
-            })
-            .collect();
-        chart.draw_series(bars.iter().map(|&(x, (v, _, _))| {
-            Rectangle::new([(x, FLOOR), (x + 1, v.max(FLOOR))], c.filled())
-        }))?;
-        chart.draw_series(
-            bars.iter()
-                .map(|&(x, (_, lo, hi))| whisker(x, lo.max(FLOOR), hi.max(FLOOR), BLACK)),
-        )?;
-    }
+        },
+    };
+    grouped_bars(&plot, &bars, &workloads, &contenders, &retained_mib)?;
+    root.present()?;
+    Ok(())
+}
+
+/// Two panels of grouped bars, per workload and contender at the first thread count:
+/// the peak of its memory in transparent huge pages (`AnonHugePages`), and its minor
+/// page faults (medians, whiskers over the repetitions).
+fn huge_pages(results: &Results, path: &Path) -> DrawResult {
+    let workloads: Vec<&str> = results.workloads.iter().map(|w| w.name).collect();
+    let contenders = contenders(results);
+    let threads = results.threads[0];
+    let huge_mib = |w: &str, c: Contender| {
+        let huge = summary_of(results, w, threads, c)?.peak_anon_huge?;
+        Some((huge.median / MIB, huge.min / MIB, huge.max / MIB))
+    };
+    let faults = |w: &str, c: Contender| {
+        let f = summary_of(results, w, threads, c)?.minor_faults?;
+        Some((f.median, f.min, f.max))
+    };
+    let (root, plot) = with_legend(path, (1500, 1100), &contenders)?;
+    let (top, bottom) = plot.split_vertically(550);
+    let huge = Bars {
+        caption: "Peak memory in transparent huge pages (AnonHugePages, sampled)",
+        y_desc: "peak AnonHugePages (MiB, log scale)",
+        // Huge pages come in 2 MiB: no bar is none.
+        floor: 1.0,
+        base: 2.0,
+        y_label: &|v| match *v {
+            v if v >= 1.0 => format!("{v:.0}"),
+            _ => String::new(),
+        },
+    };
+    grouped_bars(&top, &huge, &workloads, &contenders, &huge_mib)?;
+    let minor = Bars {
+        caption: "Minor page faults of the whole process (lower is better)",
+        y_desc: "minor faults (log scale)",
+        floor: 100.0,
+        base: 10.0,
+        y_label: &|v| match *v {
+            v if v >= 1e6 => format!("{:.0}M", v / 1e6),
+            v if v >= 1e3 => format!("{:.0}k", v / 1e3),
+            v if v >= 100.0 => format!("{v:.0}"),
+            _ => String::new(),
+        },
+    };
+    grouped_bars(&bottom, &minor, &workloads, &contenders, &faults)?;
     root.present()?;
     Ok(())
 }

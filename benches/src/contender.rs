@@ -24,6 +24,15 @@ pub const JEMALLOC_TUNED_CONF: &CStr = c"background_thread:true,dirty_decay_ms:0
 pub const JEMALLOC_BG500_CONF: &CStr =
     c"background_thread:true,dirty_decay_ms:500,muzzy_decay_ms:-1";
 
+/// The `malloc_conf` string of the `jemalloc-thp` contender: jemalloc's defaults, with
+/// transparent huge pages asked for everything it maps.
+///
+/// - `thp:always`: jemalloc advises all the memory it maps `MADV_HUGEPAGE`, which
+///   matters where the kernel's transparent huge pages are in `madvise` mode (in
+///   `always` mode they are on anyway; in `never` mode nothing gives them);
+/// - `metadata_thp:always`: its own metadata is mapped in huge pages too.
+pub const JEMALLOC_THP_CONF: &CStr = c"thp:always,metadata_thp:always";
+
 /// glibc's `M_TRIM_THRESHOLD` for the `glibc-trim64k` contender, in bytes: the value
 /// data frameworks set (`MALLOC_TRIM_THRESHOLD_=65536`) so that glibc gives back free
 /// memory at the top of a heap above 64 KiB. Setting it also switches off glibc's
@@ -46,6 +55,8 @@ pub enum Contender {
     JemallocTuned,
     /// jemalloc with [`JEMALLOC_BG500_CONF`].
     JemallocBg500,
+    /// jemalloc with [`JEMALLOC_THP_CONF`].
+    JemallocThp,
     /// mimalloc with its defaults.
     Mimalloc,
     /// mimalloc with its purge delay set to 0: freed memory is purged at once.
@@ -63,6 +74,9 @@ pub enum Contender {
     /// one second: free pages stay for the next job until the pool has been idle that
     /// long.
     ArenapoolWarm,
+    /// As [`Arenapool`](Contender::Arenapool), with huge pages off
+    /// (`arenapool_alloc::set_huge_pages(false)` at start): every arena in 4 KiB pages.
+    Arenapool4k,
     /// `arenapool_alloc::ArenaAlloc`; parallel phases run on a plain rayon pool inside
     /// `arenapool_alloc::phase`: what a program gets that cannot change its pool.
     ArenapoolPhase,
@@ -73,13 +87,14 @@ pub const ARENAPOOL_KEEP_WARM: std::time::Duration = std::time::Duration::from_s
 
 impl Contender {
     /// Every contender, in the order tables and charts show them.
-    pub const ALL: [Contender; 14] = [
+    pub const ALL: [Contender; 16] = [
         Contender::Glibc,
         Contender::GlibcTrim,
         Contender::GlibcTrim64k,
         Contender::Jemalloc,
         Contender::JemallocTuned,
         Contender::JemallocBg500,
+        Contender::JemallocThp,
         Contender::Mimalloc,
         Contender::MimallocPurge0,
         Contender::Rpmalloc,
@@ -87,6 +102,7 @@ impl Contender {
         Contender::Tcmalloc,
         Contender::Arenapool,
         Contender::ArenapoolWarm,
+        Contender::Arenapool4k,
         Contender::ArenapoolPhase,
     ];
 
@@ -99,6 +115,7 @@ impl Contender {
             Contender::Jemalloc => "jemalloc",
             Contender::JemallocTuned => "jemalloc-tuned",
             Contender::JemallocBg500 => "jemalloc-bg500",
+            Contender::JemallocThp => "jemalloc-thp",
             Contender::Mimalloc => "mimalloc",
             Contender::MimallocPurge0 => "mimalloc-purge0",
             Contender::Rpmalloc => "rpmalloc",
@@ -106,6 +123,7 @@ impl Contender {
             Contender::Tcmalloc => "tcmalloc",
             Contender::Arenapool => "arenapool",
             Contender::ArenapoolWarm => "arenapool-warm",
+            Contender::Arenapool4k => "arenapool-4k",
             Contender::ArenapoolPhase => "arenapool-phase",
         }
     }
@@ -128,6 +146,10 @@ impl Contender {
                 "jemalloc 5.3, malloc_conf \
                  background_thread:true,dirty_decay_ms:500,muzzy_decay_ms:-1"
             }
+            Contender::JemallocThp => {
+                "jemalloc 5.3, malloc_conf thp:always,metadata_thp:always \
+                 (all its memory advised MADV_HUGEPAGE)"
+            }
             Contender::Mimalloc => "mimalloc 3.3 (mimalloc crate), defaults",
             Contender::MimallocPurge0 => {
                 "mimalloc 3.3, mi_option_set(mi_option_purge_delay, 0) at start"
@@ -142,6 +164,10 @@ impl Contender {
             Contender::ArenapoolWarm => {
                 "arenapool as above, the pool built with keep_warm(1 s): free pages kept \
                  between jobs, given back after 1 s idle"
+            }
+            Contender::Arenapool4k => {
+                "arenapool as above, huge pages off (set_huge_pages(false) at start): \
+                 arenas in 4 KiB pages"
             }
             Contender::ArenapoolPhase => {
                 "arenapool (jemalloc 5.3), defaults; parallel phases run on a plain rayon \
@@ -192,7 +218,10 @@ impl Contender {
 
     /// Whether the contender's parallel phases run in an `ArenaPool`.
     pub(crate) fn uses_arenas(self) -> bool {
-        matches!(self, Contender::Arenapool | Contender::ArenapoolWarm)
+        matches!(
+            self,
+            Contender::Arenapool | Contender::ArenapoolWarm | Contender::Arenapool4k
+        )
     }
 
     /// Whether the contender's parallel phases run on a plain rayon pool inside
@@ -225,8 +254,14 @@ impl Contender {
                     ))
                 }
             }
-            Contender::Arenapool | Contender::ArenapoolWarm if !arenapool_alloc::is_installed() => {
+            Contender::JemallocThp => verify_thp(),
+            Contender::Arenapool | Contender::ArenapoolWarm | Contender::Arenapool4k
+                if !arenapool_alloc::is_installed() =>
+            {
                 Err("the arenapool contender runs without ArenaAlloc installed".to_owned())
+            }
+            Contender::Arenapool4k if arenapool_alloc::huge_pages() => {
+                Err("the arenapool-4k contender runs with huge pages on".to_owned())
             }
             // A phase that cannot open would run the work outside one, with a warning
             // the runner does not read: the contender would measure plain jemalloc.
@@ -235,6 +270,33 @@ impl Contender {
             _ => Ok(()),
         }
     }
+}
+
+/// Checks that jemalloc took [`JEMALLOC_THP_CONF`]: `opt.metadata_thp` reads `always`,
+/// and `opt.thp` reads `always`, or `not supported` where the kernel has no transparent
+/// huge pages (the contender then runs as plain jemalloc, and its huge-page figures say
+/// so). Without the configuration both read their defaults.
+fn verify_thp() -> Result<(), String> {
+    let thp = read_mode(c"opt.thp")?;
+    let metadata_thp = read_mode(c"opt.metadata_thp")?;
+    if metadata_thp == "always" && (thp == "always" || thp == "not supported") {
+        Ok(())
+    } else {
+        Err(format!(
+            "jemalloc did not take the contender's malloc_conf (opt.thp is `{thp}`, \
+             opt.metadata_thp is `{metadata_thp}`) for jemalloc-thp"
+        ))
+    }
+}
+
+/// The value of jemalloc option `name`, one whose value is a mode name.
+fn read_mode(name: &'static CStr) -> Result<String, String> {
+    // SAFETY: the options read here (`opt.thp`, `opt.metadata_thp`) are of type
+    // `const char *` and point at jemalloc's static, NUL-terminated mode names.
+    let value = unsafe { tikv_jemalloc_ctl::raw::read_str(name.to_bytes_with_nul()) }
+        .map_err(|e| format!("cannot read {}: {e}", name.to_string_lossy()))?;
+    let value = value.strip_suffix(b"\0").unwrap_or(value);
+    Ok(String::from_utf8_lossy(value).into_owned())
 }
 
 impl fmt::Display for Contender {
@@ -277,6 +339,9 @@ mod tests {
         assert!(Contender::JemallocBg500
             .configuration()
             .contains(&conf(JEMALLOC_BG500_CONF)));
+        assert!(Contender::JemallocThp
+            .configuration()
+            .contains(&conf(JEMALLOC_THP_CONF)));
         assert!(Contender::GlibcTrim64k
             .configuration()
             .contains(&GLIBC_TRIM_THRESHOLD.to_string()));

@@ -7,9 +7,10 @@
 //!
 //! Layout: every contender is a binary of its own that installs its global allocator
 //! and calls [`child_main`]; the runner binary calls [`run_suite`], which starts one
-//! child process per (contender, workload, repetition), samples its RSS from `/proc`,
-//! reads the phase markers it prints (`PHASE` lines) and writes a table, a results file and
-//! SVG charts.
+//! child process per (contender, workload, repetition), samples its RSS and its memory
+//! in transparent huge pages from `/proc`, reads the phase markers it prints (`PHASE`
+//! lines), takes its time, peak RSS and minor page faults when it is reaped, and writes
+//! a table, a results file and SVG charts.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs, missing_debug_implementations)]
 
@@ -23,6 +24,7 @@ mod results;
 mod rng;
 mod runner;
 mod sampler;
+mod smaps;
 mod stats;
 mod summary;
 mod table;
@@ -31,7 +33,7 @@ mod workloads;
 
 pub use self::child::child_main;
 pub use self::contender::{
-    Contender, GLIBC_TRIM_THRESHOLD, JEMALLOC_BG500_CONF, JEMALLOC_TUNED_CONF,
+    Contender, GLIBC_TRIM_THRESHOLD, JEMALLOC_BG500_CONF, JEMALLOC_THP_CONF, JEMALLOC_TUNED_CONF,
 };
 pub use self::executor::Executor;
 pub use self::options::{Command, Options, Scale};

@@ -110,7 +110,7 @@ impl Options {
 usage: arenapool-bench [OPTIONS]
 
 Runs every workload under every contender allocator in child processes and reports
-time, peak RSS and RSS after each phase.
+time, peak RSS, RSS after each phase, peak memory in huge pages and page faults.
 
 options:
   --quick               smaller workloads, one repetition (about 90 s)

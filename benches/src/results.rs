@@ -120,6 +120,13 @@ pub struct Run {
     pub sys_s: f64,
     /// Peak RSS (the kernel's high-water mark), in bytes.
     pub peak_rss: usize,
+    /// Peak of the child's anonymous memory in transparent huge pages (`AnonHugePages`
+    /// of `/proc/<pid>/smaps_rollup`), in bytes, over the sampler's readings; `None` if
+    /// it was never read.
+    pub peak_anon_huge: Option<usize>,
+    /// Minor page faults of the child (`ru_minflt`): pages it touched that were not
+    /// resident, served without I/O. A huge page is one fault for 2 MiB.
+    pub minor_faults: u64,
     /// The phase ends, in order.
     pub phases: Vec<PhaseRecord>,
     /// The workload's checksum, if printed.
@@ -149,6 +156,8 @@ impl Run {
             user_s: 0.0,
             sys_s: 0.0,
             peak_rss: 0,
+            peak_anon_huge: None,
+            minor_faults: 0,
             phases: Vec::new(),
             checksum: None,
             stderr: String::new(),
@@ -208,6 +217,11 @@ pub struct Summary {
     pub cpu_s: Option<Spread>,
     /// Peak RSS in bytes.
     pub peak_rss: Option<Spread>,
+    /// Peak anonymous memory in transparent huge pages, in bytes (see
+    /// [`Run::peak_anon_huge`]).
+    pub peak_anon_huge: Option<Spread>,
+    /// Minor page faults of the whole child process.
+    pub minor_faults: Option<Spread>,
     /// RSS at the start marker, in bytes.
     pub rss_start: Option<Spread>,
     /// RSS after the phase (the last marker), in bytes.
@@ -428,6 +442,8 @@ fn summarize(runs: &[Run], workload: Workload, threads: usize, contender: Conten
         time_ratio: None,
         cpu_s: spread(&|r| Some(r.user_s + r.sys_s)),
         peak_rss: bytes(&|r| Some(r.peak_rss)),
+        peak_anon_huge: bytes(&|r| r.peak_anon_huge),
+        minor_faults: spread(&|r| Some(r.minor_faults as f64)),
         rss_start: bytes(&Run::rss_start),
         rss_after: bytes(&Run::rss_after),
         rss_after_ratio: None,
@@ -453,6 +469,9 @@ mod tests {
 
     fn run(contender: Contender, rep: usize, time: f64, rss_after: usize) -> Run {
         let mut r = Run::new(contender, Workload::S1Phase, 2, rep, RunStatus::Ok);
+        r.peak_rss = 200 << 20;
+        r.minor_faults = 1_000 * (rep as u64 + 1);
+        r.peak_anon_huge = Some((2 * rep) << 20);
         r.phases = vec![
             PhaseRecord {
                 name: "start".to_owned(),
@@ -513,6 +532,31 @@ mod tests {
         assert_eq!((run_s.min, run_s.max), (0.75, 3.0));
         assert!(a.checksum_agrees);
         assert_eq!(a.ok_runs, 3);
+        let faults = a.minor_faults.unwrap();
+        assert_eq!((faults.min, faults.median, faults.max), (1e3, 2e3, 3e3));
+        let huge = a.peak_anon_huge.unwrap();
+        assert_eq!((huge.min, huge.max), (0.0, (4 << 20) as f64));
+    }
+
+    /// A run whose huge pages were never read is left out of their spread, not counted
+    /// as none.
+    #[test]
+    fn unread_huge_pages_are_left_out() {
+        let options = Options {
+            contenders: vec![Contender::Jemalloc],
+            workloads: vec![Workload::S1Phase],
+            ..Options::default()
+        };
+        let mut unread = run(Contender::Jemalloc, 0, 1.0, 40 << 20);
+        unread.peak_anon_huge = None;
+        let runs = vec![unread, run(Contender::Jemalloc, 2, 1.0, 40 << 20)];
+        let r = Results::new(&options, runs, 0, 1.0);
+        let huge = r.summaries[0].peak_anon_huge.unwrap();
+        assert!(huge.is_point() && huge.median == (4 << 20) as f64);
+        assert!(r.summaries[0].minor_faults.is_some_and(|f| !f.is_point()));
+        let unread = Run::new(Contender::Jemalloc, Workload::S1Phase, 2, 0, RunStatus::Ok);
+        let json = serde_json::to_value(&unread).unwrap();
+        assert!(json["peak_anon_huge"].is_null() && json["minor_faults"] == 0);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The runner: one child process per (contender, workload, repetition), contenders
-//! interleaved, RSS sampled while it runs; then the table, results file and charts.
+//! interleaved, RSS and huge pages sampled while it runs, its resource usage (time,
+//! peak RSS, page faults) taken when it is reaped; then the table, results file and
+//! charts.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -12,7 +14,7 @@ use crate::phase::Message;
 use crate::results::{PhaseRecord, Run, RunStatus};
 use crate::{charts, table, Contender, Options, Results, Sampler, Scale, Workload};
 
-/// How often a child's RSS is sampled.
+/// How often a child's RSS is sampled (its huge pages at most as often).
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Runs the suite as `options` say: prints the table and writes `results.json`,
@@ -307,10 +309,12 @@ impl Child<'_> {
             std::thread::sleep(next.clamp(Duration::from_millis(1), SAMPLE_INTERVAL));
         };
         run.wall_s = started.elapsed().as_secs_f64();
+        run.peak_anon_huge = sampler.peak_anon_huge();
         run.timeline = sampler.into_samples();
         run.user_s = seconds(usage.ru_utime);
         run.sys_s = seconds(usage.ru_stime);
         run.peak_rss = usize::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
+        run.minor_faults = u64::try_from(usage.ru_minflt).unwrap_or(0);
         for (at, message) in messages.join().unwrap_or_default() {
             match message {
                 Message::Phase(m) => run.phases.push(PhaseRecord {

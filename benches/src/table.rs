@@ -7,7 +7,7 @@ use arenapool_alloc::Bytes;
 
 use crate::{Overall, Results, Spread, Summary, Workload};
 
-const HEADERS: [&str; 8] = [
+const HEADERS: [&str; 10] = [
     "contender",
     "time",
     "vs {ref}",
@@ -15,13 +15,17 @@ const HEADERS: [&str; 8] = [
     "peak RSS",
     "RSS at start",
     "RSS after",
+    "peak AnonHugePages",
+    "minor faults",
     "status",
 ];
 
 /// Columns aligned left (the others are figures, aligned right).
-const LEFT: [bool; 8] = [true, false, false, false, false, false, false, true];
+const LEFT: [bool; 10] = [
+    true, false, false, false, false, false, false, false, false, true,
+];
 
-fn headers(results: &Results) -> [String; 8] {
+fn headers(results: &Results) -> [String; 10] {
     HEADERS.map(|h| h.replace("{ref}", results.reference.name()))
 }
 
@@ -72,6 +76,40 @@ fn bytes(s: Option<Spread>) -> String {
     }
 }
 
+/// The unit a count is written in: thousands (`k`) from 10,000 on, millions (`M`) from
+/// 10 million on.
+fn count_unit(n: f64) -> (f64, &'static str) {
+    match n {
+        n if n >= 10e6 => (1e6, "M"),
+        n if n >= 10e3 => (1e3, "k"),
+        _ => (1.0, ""),
+    }
+}
+
+/// One count in its unit: `412.3k`, `9876`.
+fn one_count(n: f64) -> String {
+    match count_unit(n) {
+        (_, "") => format!("{n:.0}"),
+        (scale, unit) => format!("{:.1}{unit}", n / scale),
+    }
+}
+
+/// A count's median, with its range in the median's unit.
+fn count(s: Option<Spread>) -> String {
+    match s {
+        Some(s) if !s.is_point() => match count_unit(s.median) {
+            (_, "") => format!("{:.0} ({:.0}–{:.0})", s.median, s.min, s.max),
+            (scale, _) => format!(
+                "{} ({:.1}–{:.1})",
+                one_count(s.median),
+                s.min / scale,
+                s.max / scale
+            ),
+        },
+        _ => spread(s, one_count),
+    }
+}
+
 fn status(s: &Summary) -> String {
     let mut status = s.status.clone();
     if s.ok_runs > 0 && s.ok_runs < s.runs {
@@ -84,7 +122,7 @@ fn status(s: &Summary) -> String {
 }
 
 /// One row's cells, in [`HEADERS`] order.
-fn cells(s: &Summary) -> [String; 8] {
+fn cells(s: &Summary) -> [String; 10] {
     [
         s.contender.name().to_owned(),
         seconds(s.time_s),
@@ -93,6 +131,8 @@ fn cells(s: &Summary) -> [String; 8] {
         bytes(s.peak_rss),
         bytes(s.rss_start),
         bytes(s.rss_after),
+        bytes(s.peak_anon_huge),
+        count(s.minor_faults),
         status(s),
     ]
 }
@@ -214,6 +254,33 @@ fn overall_head(results: &Results) -> [String; 5] {
     ]
 }
 
+/// Per workload at `threads`, per contender: the median peak of its memory in huge
+/// pages and of its minor faults, in Markdown.
+fn huge_page_table(results: &Results, threads: usize) -> String {
+    let contenders: Vec<&str> = results.contenders.iter().map(|c| c.name).collect();
+    let mut out = format!("| workload | {} |\n", contenders.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(contenders.len()));
+    for info in &results.workloads {
+        let Some(w) = Workload::from_name(info.name) else {
+            continue;
+        };
+        let row: Vec<String> = results
+            .of_workload(w, threads)
+            .map(|s| match (s.peak_anon_huge, s.minor_faults) {
+                (Some(huge), Some(faults)) => format!(
+                    "{} / {}",
+                    Bytes(huge.median as usize),
+                    one_count(faults.median)
+                ),
+                _ if s.ok_runs == 0 => "n/a".to_owned(),
+                _ => "-".to_owned(),
+            })
+            .collect();
+        let _ = writeln!(out, "| `{}` | {} |", info.name, row.join(" | "));
+    }
+    out
+}
+
 /// Per workload at a thread sweep: median time at each thread count.
 fn sweep_rows(results: &Results, workload: Workload) -> Vec<Vec<String>> {
     let mut contenders: Vec<_> = results.summaries.iter().map(|s| s.contender).collect();
@@ -312,7 +379,7 @@ pub(crate) fn text(results: &Results) -> String {
     for (i, workload, threads) in cells_of(results) {
         let (title, size) = heading(results, i);
         let _ = writeln!(out, "\n{title}\n  ({size}; {threads} threads)");
-        let rows: Vec<[String; 8]> = results.of_workload(workload, threads).map(cells).collect();
+        let rows: Vec<[String; 10]> = results.of_workload(workload, threads).map(cells).collect();
         out += &aligned(head.clone(), &rows, LEFT);
         if workload.times_each_phase() {
             let (h, rows) = phase_rows(results, workload, threads);
@@ -340,7 +407,9 @@ pub(crate) fn text(results: &Results) -> String {
     let _ = writeln!(
         out,
         "\n{}: medians, (smallest–largest) after them; time = workload time from \
-         its start marker to its last; suite took {:.0} s",
+         its start marker to its last; peak AnonHugePages = the most memory the \
+         sampler saw in transparent huge pages; minor faults = the whole process's; \
+         suite took {:.0} s",
         repetitions(results.reps),
         results.total_s
     );
@@ -356,7 +425,8 @@ pub(crate) fn markdown(results: &Results) -> String {
         out,
         "Scale `{}`, {}, {} threads, {} CPUs; the suite took {:.0} s. \
          Medians, with the smallest and largest repetition in parentheses; ratios are to \
-         `{}`.\n",
+         `{}`. *Peak AnonHugePages* is the most of a process's memory the sampler saw in \
+         transparent huge pages; *minor faults* are the whole process's.\n",
         results.scale.name(),
         repetitions(results.reps),
         threads.join(", "),
@@ -400,6 +470,15 @@ pub(crate) fn markdown(results: &Results) -> String {
         out.push('\n');
     }
     out += "![RSS retained after each workload](charts/retained.svg)\n\n";
+    for &t in &results.threads {
+        let _ = writeln!(
+            out,
+            "### Huge pages and faults (peak AnonHugePages / minor faults), {t} threads\n"
+        );
+        out += &huge_page_table(results, t);
+        out.push('\n');
+    }
+    out += "![peak AnonHugePages and minor faults of each workload](charts/huge-pages.svg)\n\n";
     if results.threads.len() > 1 {
         out += "### Time against threads\n\n";
         let mut head = vec!["contender".to_owned()];
@@ -419,7 +498,7 @@ pub(crate) fn markdown(results: &Results) -> String {
     for (i, workload, threads) in cells_of(results) {
         let (title, size) = heading(results, i);
         let _ = writeln!(out, "#### {title} ({threads} threads)\n\n{size}.\n");
-        let rows: Vec<[String; 8]> = results.of_workload(workload, threads).map(cells).collect();
+        let rows: Vec<[String; 10]> = results.of_workload(workload, threads).map(cells).collect();
         out += &markdown_table(head.clone(), &rows, LEFT);
         if workload.times_each_phase() {
             let (h, rows) = phase_rows(results, workload, threads);
@@ -451,5 +530,12 @@ mod tests {
             "11.9 MiB (11.5–12.3)"
         );
         assert_eq!(bytes(s(4.0 * mib, 4.0 * mib, 4.0 * mib)), "4.0 MiB");
+        assert_eq!(
+            count(s(412_345.0, 410_000.0, 415_049.0)),
+            "412.3k (410.0–415.0)"
+        );
+        assert_eq!(count(s(9_876.0, 9_000.0, 12_000.0)), "9876 (9000–12000)");
+        assert_eq!(count(s(25e6, 25e6, 25e6)), "25.0M");
+        assert_eq!(count(None), "-");
     }
 }

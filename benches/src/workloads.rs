@@ -10,6 +10,7 @@ mod larson;
 mod mleak;
 mod mstress;
 mod rptest;
+mod s1_grow;
 mod s1_phase;
 mod s1_repeated;
 mod s2_stream;
@@ -26,6 +27,8 @@ use crate::{Executor, Scale};
 pub enum Workload {
     /// S1: a parallel phase of tasks returning 400 KB results, then dropped.
     S1Phase,
+    /// S1 with every result grown by `push` from an empty `Vec`.
+    S1Grow,
     /// S1 five times back to back.
     S1Repeated,
     /// The same S1-shaped job run back to back, each run timed.
@@ -62,8 +65,9 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload, in the order the suite runs them.
-    pub const ALL: [Workload; 17] = [
+    pub const ALL: [Workload; 18] = [
         Workload::S1Phase,
+        Workload::S1Grow,
         Workload::S1Repeated,
         Workload::WarmHeap,
         Workload::S2Stream,
@@ -86,6 +90,7 @@ impl Workload {
     pub fn name(self) -> &'static str {
         match self {
             Workload::S1Phase => "s1-phase",
+            Workload::S1Grow => "s1-grow",
             Workload::S1Repeated => "s1-repeated",
             Workload::WarmHeap => "warm-heap",
             Workload::S2Stream => "s2-stream",
@@ -115,6 +120,10 @@ impl Workload {
         match self {
             Workload::S1Phase => {
                 "S1: parallel tasks return 400 KB results, all dropped after the phase"
+            }
+            Workload::S1Grow => {
+                "S1 with every result grown by push from an empty Vec: the freed blocks \
+                 of every growth step in play"
             }
             Workload::S1Repeated => {
                 "S1 five times back to back: memory given back, then needed again"
@@ -163,6 +172,7 @@ impl Workload {
     pub fn size(self, scale: Scale) -> String {
         match self {
             Workload::S1Phase => s1_phase::Params::new(scale).to_string(),
+            Workload::S1Grow => s1_grow::Params::new(scale).to_string(),
             Workload::S1Repeated => s1_repeated::Params::new(scale).to_string(),
             Workload::WarmHeap => warm_heap::Params::new(scale).to_string(),
             Workload::S2Stream => s2_stream::Params::new(scale).to_string(),
@@ -186,6 +196,7 @@ impl Workload {
     pub(crate) fn run(self, exec: &Executor, scale: Scale) -> u64 {
         match self {
             Workload::S1Phase => s1_phase::run(exec, &s1_phase::Params::new(scale)),
+            Workload::S1Grow => s1_grow::run(exec, &s1_grow::Params::new(scale)),
             Workload::S1Repeated => s1_repeated::run(exec, &s1_repeated::Params::new(scale)),
             Workload::WarmHeap => warm_heap::run(exec, &warm_heap::Params::new(scale)),
             Workload::S2Stream => s2_stream::run(exec, &s2_stream::Params::new(scale)),

@@ -5,13 +5,14 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const CONTENDERS: [&str; 14] = [
+const CONTENDERS: [&str; 16] = [
     "glibc",
     "glibc-trim",
     "glibc-trim64k",
     "jemalloc",
     "jemalloc-tuned",
     "jemalloc-bg500",
+    "jemalloc-thp",
     "mimalloc",
     "mimalloc-purge0",
     "rpmalloc",
@@ -19,6 +20,7 @@ const CONTENDERS: [&str; 14] = [
     "tcmalloc",
     "arenapool",
     "arenapool-warm",
+    "arenapool-4k",
     "arenapool-phase",
 ];
 
@@ -27,7 +29,7 @@ fn built(name: &str) -> bool {
     name != "tcmalloc" || cfg!(feature = "tcmalloc")
 }
 
-const WORKLOADS: usize = 17;
+const WORKLOADS: usize = 18;
 
 fn out_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
@@ -76,7 +78,14 @@ fn check_summary(s: &Value) {
     if built(name) {
         assert_eq!(s["status"], "ok", "{s}");
         assert_eq!(s["checksum_agrees"], true, "{s}");
-        for figure in ["time_s", "peak_rss", "rss_after", "time_ratio"] {
+        for figure in [
+            "time_s",
+            "peak_rss",
+            "rss_after",
+            "time_ratio",
+            "peak_anon_huge",
+            "minor_faults",
+        ] {
             let f = &s[figure];
             let (lo, med, hi) = (f["min"].as_f64(), f["median"].as_f64(), f["max"].as_f64());
             assert!(lo <= med && med <= hi && lo.is_some(), "{figure}: {s}");
@@ -233,6 +242,69 @@ fn every_workload_runs_under_every_contender_with_equal_checksums() {
             "{name}"
         );
     }
+}
+
+/// `s1-grow` grows the results `s1-phase` returns, so its checksums are theirs; every
+/// run records its peak memory in huge pages and its minor faults, which reach the
+/// tables and a chart of their own.
+#[test]
+fn grown_results_agree_and_huge_pages_and_faults_are_reported() {
+    let out = out_dir("huge-pages");
+    let output = runner(
+        &[
+            "--tiny",
+            "--only",
+            "s1-phase,s1-grow",
+            "--contenders",
+            "jemalloc,jemalloc-thp,arenapool",
+        ],
+        &out,
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("peak AnonHugePages") && stdout.contains("minor faults"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("thp:always,metadata_thp:always"),
+        "{stdout}"
+    );
+
+    let r = results(&out);
+    let summaries = r["summaries"].as_array().unwrap();
+    assert_eq!(summaries.len(), 2 * 3);
+    for s in summaries {
+        check_summary(s);
+    }
+    let runs = r["runs"].as_array().unwrap();
+    let checksum = |workload: &str, contender: &str| {
+        runs.iter()
+            .find(|r| r["workload"] == workload && r["contender"] == contender)
+            .map(|r| r["checksum"].clone())
+            .unwrap()
+    };
+    for c in ["jemalloc", "jemalloc-thp", "arenapool"] {
+        assert_eq!(checksum("s1-grow", c), checksum("s1-phase", c), "{c}");
+    }
+    for run in runs {
+        let faults = run["minor_faults"].as_u64().unwrap();
+        let huge = run["peak_anon_huge"]
+            .as_u64()
+            .expect("huge pages were read");
+        let peak = run["peak_rss"].as_u64().unwrap();
+        // Every page a process has was faulted in; huge pages are resident memory.
+        assert!(faults > 0 && huge <= peak, "{run}");
+        assert_eq!(huge % 4096, 0, "{run}");
+    }
+
+    let chart = std::fs::read_to_string(out.join("charts/huge-pages.svg")).unwrap();
+    assert!(
+        chart.starts_with("<svg") && chart.contains("s1-grow") && chart.contains("jemalloc-thp")
+    );
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("| peak AnonHugePages | minor faults |"), "{md}");
+    assert!(md.contains("### Huge pages and faults") && md.contains("charts/huge-pages.svg"));
+    assert!(md.contains("| `s1-grow` |"), "{md}");
 }
 
 /// A thread sweep runs every workload at each count, and charts time against threads.

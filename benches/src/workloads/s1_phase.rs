@@ -42,10 +42,19 @@ impl fmt::Display for Params {
     }
 }
 
+/// How one task computes its label and result: `(task number, result length)` in.
+pub(crate) type Task = fn(usize, usize) -> (String, Vec<f64>);
+
 pub(crate) fn run(exec: &Executor, p: &Params) -> u64 {
+    run_with(exec, p, task)
+}
+
+/// The S1 workload with every task computed by `task`: workers warmed, one phase
+/// (`run`), then everything but 10% of the labels dropped (`dropped`).
+pub(crate) fn run_with(exec: &Executor, p: &Params, task: Task) -> u64 {
     warm_workers(exec);
     let phases = Phases::start();
-    let (sum, kept) = phase(exec, p, 0, &phases, "run");
+    let (sum, kept) = phase_with(exec, p, 0, &phases, "run", task);
     phases.end("dropped");
     mix(sum, kept.iter().map(|s| s.len() as u64).sum())
 }
@@ -69,6 +78,18 @@ pub(crate) fn phase(
     phases: &Phases,
     held: &str,
 ) -> (u64, Vec<String>) {
+    phase_with(exec, p, round, phases, held, task)
+}
+
+/// [`phase`] with every task computed by `task`.
+fn phase_with(
+    exec: &Executor,
+    p: &Params,
+    round: usize,
+    phases: &Phases,
+    held: &str,
+    task: Task,
+) -> (u64, Vec<String>) {
     let results: Vec<(String, Vec<f64>)> = exec.run(|| {
         (0..p.tasks)
             .into_par_iter()
@@ -91,12 +112,29 @@ pub(crate) fn phase(
 
 /// One task: scratch churn, then a 400 KB result and its label.
 pub(crate) fn task(i: usize, len: usize) -> (String, Vec<f64>) {
+    let acc = churn(i);
+    let values: Vec<f64> = (0..len).map(|j| value(i, j)).collect();
+    (label(i, acc), values)
+}
+
+/// Task `i`'s scratch churn: four vectors of 32–104 KB, each filled, summed and freed;
+/// returns their sum.
+pub(crate) fn churn(i: usize) -> f64 {
     let mut acc = 0.0;
     for k in 0..4 {
         let scratch = vec![(i + k) as f64 + 0.5; 4_000 + 3_000 * k];
         acc += scratch.iter().sum::<f64>();
     }
+    acc
+}
+
+/// Value `j` of task `i`'s result (never zero, so every page of a result is touched).
+pub(crate) fn value(i: usize, j: usize) -> f64 {
     let base = i as f64 * 1e-3 + 1.0;
-    let values: Vec<f64> = (0..len).map(|j| base + j as f64 * 1e-6).collect();
-    (format!("task-{i}-{}", acc as u64 % 1000), values)
+    base + j as f64 * 1e-6
+}
+
+/// Task `i`'s label, from the sum of its scratch churn.
+pub(crate) fn label(i: usize, acc: f64) -> String {
+    format!("task-{i}-{}", acc as u64 % 1000)
 }
