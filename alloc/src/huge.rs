@@ -57,20 +57,32 @@ static ARENA_ON: [AtomicBool; ARENAS_ALL as usize] =
 /// Sets whether arenas this crate hands out from now on use huge pages: those of
 /// [`Arena::new`](crate::Arena::new), [`with_arena`](crate::with_arena) and its twins,
 /// and the phase arenas if no [`phase`](crate::phase) has opened yet (they are made
-/// once, by the first). On by default. A pool's workers' arenas follow this unless the
+/// once, by the first). Off by default. A pool's workers' arenas follow this unless the
 /// pool's builder says otherwise.
 ///
 /// Until it is called, the environment variable `ARENAPOOL_HUGE_PAGES` sets the default,
-/// read once: `0`, `off` or `false` turn huge pages off, `1`, `on` or `true` leave them
-/// on; any other value leaves them on, with a warning on stderr.
+/// read once: `1`, `on` or `true` turn huge pages on, `0`, `off` or `false` leave them
+/// off; any other value leaves them off, with a warning on stderr.
 ///
 /// With huge pages, the kernel faults an arena's memory in 2 MiB at a time where it
-/// can, which costs a fraction of what 4 KiB pages cost, and a purge gives back whole
-/// 2 MiB pages where they are free. What it gives back is the same either way: every
-/// free page. A huge page that holds live data is resident in full until a purge finds
-/// its free part, so a few MiB more may stay resident per arena while small objects
-/// live in it. Where the kernel's transparent huge pages are `never` or not supported,
-/// this changes nothing.
+/// can, and a purge gives back whole 2 MiB pages where they are free, so that they are
+/// faulted in whole again. What a purge gives back is the same either way: every free
+/// page. A huge page that holds live data is resident in full until a purge finds its
+/// free part, so a few MiB more may stay resident per arena while small objects live in
+/// it. Where the kernel's transparent huge pages are `never` or not supported, this
+/// changes nothing.
+///
+/// # When they pay
+///
+/// Faulting memory in costs a fraction with huge pages where the kernel has free huge
+/// pages at hand: a program that runs phase after phase reuses the same memory, and
+/// runs them faster (in the benchmark suite, S1 five times back to back takes 0.66x
+/// jemalloc's time with huge pages, 1.25x without). But a virtual machine whose guest
+/// reports its free memory to the host (virtio-balloon free page reporting) gets its
+/// huge pages from memory the host took back, and the first touch of such memory costs
+/// the host's own page faults: 4.4 s per GiB against 0.5 s in 4 KiB pages on the
+/// machine docs/benchmarks.md was measured on, so that a one-off phase in a fresh
+/// process ran 2x slower. Hence off by default; docs/design.md has the figures.
 pub fn set_huge_pages(on: bool) {
     DEFAULT.store(if on { ON } else { OFF }, Ordering::Relaxed);
 }
@@ -87,18 +99,18 @@ pub(crate) fn default_setting() -> bool {
     let mut setting = DEFAULT.load(Ordering::Relaxed);
     if setting == UNSET {
         setting = match std::env::var(HUGE_PAGES_ENV).as_deref() {
-            Err(std::env::VarError::NotPresent) | Ok("1" | "on" | "true") => ON,
-            Ok("0" | "off" | "false") => OFF,
+            Ok("1" | "on" | "true") => ON,
+            Err(std::env::VarError::NotPresent) | Ok("0" | "off" | "false") => OFF,
             Ok(other) => {
                 eprintln!(
                     "arenapool: {HUGE_PAGES_ENV}={other:?} is not 0, off, false, 1, on or \
-                     true: huge pages stay on"
+                     true: huge pages stay off"
                 );
-                ON
+                OFF
             }
             Err(std::env::VarError::NotUnicode(_)) => {
-                eprintln!("arenapool: {HUGE_PAGES_ENV} is not valid Unicode: huge pages stay on");
-                ON
+                eprintln!("arenapool: {HUGE_PAGES_ENV} is not valid Unicode: huge pages stay off");
+                OFF
             }
         };
         // A call of `set_huge_pages` meanwhile wins.

@@ -32,7 +32,7 @@ fn color(contender: Contender) -> RGBColor {
         Contender::Tcmalloc => RGBColor(127, 127, 127),
         Contender::Arenapool => RGBColor(44, 160, 44),
         Contender::ArenapoolWarm => RGBColor(152, 223, 138),
-        Contender::Arenapool4k => RGBColor(110, 180, 60),
+        Contender::ArenapoolHuge => RGBColor(110, 180, 60),
         Contender::ArenapoolPhase => RGBColor(0, 100, 40),
     }
 }

@@ -74,9 +74,9 @@ pub enum Contender {
     /// one second: free pages stay for the next job until the pool has been idle that
     /// long.
     ArenapoolWarm,
-    /// As [`Arenapool`](Contender::Arenapool), with huge pages off
-    /// (`arenapool_alloc::set_huge_pages(false)` at start): every arena in 4 KiB pages.
-    Arenapool4k,
+    /// As [`Arenapool`](Contender::Arenapool), with huge pages on
+    /// (`arenapool_alloc::set_huge_pages(true)` at start).
+    ArenapoolHuge,
     /// `arenapool_alloc::ArenaAlloc`; parallel phases run on a plain rayon pool inside
     /// `arenapool_alloc::phase`: what a program gets that cannot change its pool.
     ArenapoolPhase,
@@ -102,7 +102,7 @@ impl Contender {
         Contender::Tcmalloc,
         Contender::Arenapool,
         Contender::ArenapoolWarm,
-        Contender::Arenapool4k,
+        Contender::ArenapoolHuge,
         Contender::ArenapoolPhase,
     ];
 
@@ -123,7 +123,7 @@ impl Contender {
             Contender::Tcmalloc => "tcmalloc",
             Contender::Arenapool => "arenapool",
             Contender::ArenapoolWarm => "arenapool-warm",
-            Contender::Arenapool4k => "arenapool-4k",
+            Contender::ArenapoolHuge => "arenapool-huge",
             Contender::ArenapoolPhase => "arenapool-phase",
         }
     }
@@ -165,9 +165,9 @@ impl Contender {
                 "arenapool as above, the pool built with keep_warm(1 s): free pages kept \
                  between jobs, given back after 1 s idle"
             }
-            Contender::Arenapool4k => {
-                "arenapool as above, huge pages off (set_huge_pages(false) at start): \
-                 arenas in 4 KiB pages"
+            Contender::ArenapoolHuge => {
+                "arenapool as above, huge pages on (set_huge_pages(true) at start): \
+                 arenas advised MADV_HUGEPAGE, given back in whole 2 MiB pages"
             }
             Contender::ArenapoolPhase => {
                 "arenapool (jemalloc 5.3), defaults; parallel phases run on a plain rayon \
@@ -220,7 +220,7 @@ impl Contender {
     pub(crate) fn uses_arenas(self) -> bool {
         matches!(
             self,
-            Contender::Arenapool | Contender::ArenapoolWarm | Contender::Arenapool4k
+            Contender::Arenapool | Contender::ArenapoolWarm | Contender::ArenapoolHuge
         )
     }
 
@@ -255,13 +255,10 @@ impl Contender {
                 }
             }
             Contender::JemallocThp => verify_thp(),
-            Contender::Arenapool | Contender::ArenapoolWarm | Contender::Arenapool4k
+            Contender::Arenapool | Contender::ArenapoolWarm | Contender::ArenapoolHuge
                 if !arenapool_alloc::is_installed() =>
             {
                 Err("the arenapool contender runs without ArenaAlloc installed".to_owned())
-            }
-            Contender::Arenapool4k if arenapool_alloc::huge_pages() => {
-                Err("the arenapool-4k contender runs with huge pages on".to_owned())
             }
             // A phase that cannot open would run the work outside one, with a warning
             // the runner does not read: the contender would measure plain jemalloc.

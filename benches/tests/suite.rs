@@ -20,7 +20,7 @@ const CONTENDERS: [&str; 16] = [
     "tcmalloc",
     "arenapool",
     "arenapool-warm",
-    "arenapool-4k",
+    "arenapool-huge",
     "arenapool-phase",
 ];
 

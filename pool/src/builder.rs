@@ -110,7 +110,8 @@ impl ArenaPoolBuilder {
     }
 
     /// Whether the workers' arenas use huge pages (2 MiB) where the kernel allows them.
-    /// Unset, what [`arenapool_alloc::set_huge_pages`] last set applies: on by default.
+    /// Unset, what [`arenapool_alloc::set_huge_pages`] last set applies: off by default
+    /// (its docs say when huge pages pay).
     ///
     /// With huge pages, the memory a job faults in costs a fraction of what it costs in
     /// 4 KiB pages, and the end of a job gives memory back in whole 2 MiB pages where
@@ -125,7 +126,7 @@ impl ArenaPoolBuilder {
     /// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
     /// let pool = arenapool_pool::ArenaPool::builder()
     ///     .num_threads(2)
-    ///     .huge_pages(false)
+    ///     .huge_pages(true)
     ///     .build()?;
     /// let total: usize = pool.run(|| vec![1u8; 8 << 20].iter().map(|&b| b as usize).sum());
     /// assert_eq!(total, 8 << 20);

@@ -75,18 +75,15 @@ pub fn show(name: &str, bytes: usize) -> String {
 }
 
 /// Why huge pages cannot be tested here, if they cannot: the kernel's transparent huge
-/// page policy (`never`), or no transparent huge pages at all.
+/// page policy is `never`, or it has no transparent huge pages at all.
 pub fn no_huge_pages() -> Option<String> {
-    if arenapool_alloc::huge_pages() {
+    let arena = arenapool_alloc::Arena::with_huge_pages(true).expect("an arena");
+    if arena.huge_pages() {
         return None;
     }
     Some(
         match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
-            Ok(policy) => format!(
-                "transparent huge pages are off (policy: {}), or {} is set",
-                policy.trim(),
-                arenapool_alloc::HUGE_PAGES_ENV
-            ),
+            Ok(policy) => format!("transparent huge pages are off (policy: {})", policy.trim()),
             Err(e) => format!("this kernel has no transparent huge pages ({e})"),
         },
     )
