@@ -1,9 +1,9 @@
 //! Huge pages for this crate's arenas: which arenas have them, how their memory is
 //! advised, and how it is given back so that huge pages come back whole.
 //!
-//! A page fault costs about as much per 4 KiB page as per 2 MiB huge page, so memory
-//! faulted in huge pages costs a fraction as much to fault back in after it was given
-//! back (docs/design.md has the figures). An arena with huge pages on
+//! Faulting memory in costs a fraction per byte in 2 MiB huge pages of what it costs in
+//! 4 KiB pages, where the kernel has free huge pages at hand (docs/design.md has the
+//! figures, and when it has not). An arena with huge pages on
 //! ([`set_for_arena`], fixed before its first mapping):
 //! - has its memory advised `MADV_HUGEPAGE` as it is mapped ([`mapped`]): whole 2 MiB
 //!   pages only, aligned (the extent hooks map whole aligned granules), and not the
@@ -76,8 +76,8 @@ static ARENA_ON: [AtomicBool; ARENAS_ALL as usize] =
 ///
 /// Faulting memory in costs a fraction with huge pages where the kernel has free huge
 /// pages at hand: a program that runs phase after phase reuses the same memory, and
-/// runs them faster (in the benchmark suite, S1 five times back to back takes 0.66x
-/// jemalloc's time with huge pages, 1.25x without). But a virtual machine whose guest
+/// runs them faster (in the benchmark suite, each run after the first of the same S1
+/// job takes 0.05–0.06 s with huge pages, 0.10–0.13 s without). But a virtual machine whose guest
 /// reports its free memory to the host (virtio-balloon free page reporting) gets its
 /// huge pages from memory the host took back, and the first touch of such memory costs
 /// the host's own page faults: 4.4 s per GiB against 0.5 s in 4 KiB pages on the
