@@ -110,6 +110,8 @@ pub(crate) fn live() -> usize {
 /// Takes an arena with huge pages or without (`huge`) off the free list, or creates
 /// one; either way with [`Decay::Keep`].
 pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
+    // Where the kernel gives no huge pages, both kinds are the same: one free list.
+    let huge = huge && crate::huge::available();
     let recycled = {
         let mut list = free_list();
         let len = list.len;
