@@ -40,7 +40,7 @@
 //! wait for the arena's next purge: its next use, or [`trim`](crate::trim).
 
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -103,23 +103,39 @@ fn active_pages(index: u32) -> Option<usize> {
     Some(unsafe { AtomicUsize::from_ptr(count) }.load(Ordering::Relaxed))
 }
 
+/// How many failed look-ups of its counter an arena waits before it refreshes
+/// jemalloc's statistics itself (see [`look_up_active`]).
+const LOOK_UPS_BEFORE_REFRESH: u8 = 4;
+
+/// Per arena: look-ups of its counter that failed.
+static FAILED_LOOK_UPS: [AtomicU8; ARENAS_ALL as usize] =
+    [const { AtomicU8::new(0) }; ARENAS_ALL as usize];
+
+/// How many arenas this crate had created at the last refresh [`look_up_active`] made.
+static CREATED_AT_REFRESH: Mutex<usize> = Mutex::new(0);
+
 /// jemalloc's control interface finds a new arena's counters only after its
 /// statistics were next refreshed, which takes time in proportion to the number of
 /// arenas. So a failed look-up refreshes them only once the arenas created since the
-/// last such refresh are an eighth of them all: a process that creates thousands of
-/// arenas refreshes a few dozen times, not once per arena. Until then, the arena's
-/// next start waits for purges without looking at the counter.
+/// last such refresh are an eighth of them all (a process that creates thousands of
+/// arenas refreshes a few dozen times, not once per arena), or once this arena's
+/// look-ups failed [`LOOK_UPS_BEFORE_REFRESH`] times (so that arenas created after the
+/// last refresh, too few to make an eighth, find their counters too: a 7-thread pool
+/// built after a 64-thread one, say). Until then, the arena's next start waits for
+/// purges without looking at the counter.
 fn look_up_active(index: u32) -> Option<*mut usize> {
     let count = match ctl::arena_active_pages(index) {
         Ok(count) => count,
         Err(_) => {
-            static CREATED_AT_REFRESH: Mutex<usize> = Mutex::new(0);
+            let failed = FAILED_LOOK_UPS[index as usize]
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_add(1);
             let created = recycler::created();
             {
                 let mut last = CREATED_AT_REFRESH
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
-                if created < *last + (*last / 8).max(1) {
+                if failed < LOOK_UPS_BEFORE_REFRESH && created < *last + (*last / 8).max(1) {
                     return None;
                 }
                 *last = created;
@@ -300,5 +316,34 @@ fn until_a_purge_runs(index: u32) -> CtlResult<()> {
             return Ok(());
         }
         std::thread::yield_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Arenas created after the last refresh, too few to be an eighth of them all, find
+    /// their counters within a bounded number of look-ups.
+    #[test]
+    fn arenas_created_late_find_their_counters() {
+        // Many arenas first, and a refresh that covers them: what a 64-thread pool
+        // leaves.
+        let early: Vec<u32> = (0..64).map(|_| create_arena(false).unwrap()).collect();
+        for &index in &early {
+            let _ = active_pages(index);
+        }
+        ctl::refresh_stats().unwrap();
+        *CREATED_AT_REFRESH.lock().unwrap() = recycler::created().max(64);
+        // Then a few more: a 7-thread pool.
+        for _ in 0..7 {
+            let index = create_arena(false).unwrap();
+            let found = (0..=LOOK_UPS_BEFORE_REFRESH).find(|_| active_pages(index).is_some());
+            assert!(
+                found.is_some(),
+                "arena {index} did not find its counter in {} look-ups",
+                LOOK_UPS_BEFORE_REFRESH + 1
+            );
+        }
     }
 }
