@@ -9,21 +9,7 @@ static GLOBAL: ArenaAlloc = ArenaAlloc;
 /// jemalloc's arenas so far (`arenas.narenas`): its automatic ones (four per CPU unless
 /// configured, as `narenas:512` on 128 CPUs) and the manual ones.
 fn jemalloc_arenas() -> usize {
-    let mut count: std::ffi::c_uint = 0;
-    let mut len = std::mem::size_of_val(&count);
-    // SAFETY: `arenas.narenas` is an `unsigned`, read into `count` of that size; no new
-    // value is written.
-    let failed = unsafe {
-        tikv_jemalloc_sys::mallctl(
-            c"arenas.narenas".as_ptr(),
-            (&raw mut count).cast(),
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    assert_eq!(failed, 0, "arenas.narenas cannot be read");
-    count as usize
+    tikv_jemalloc_ctl::arenas::narenas::read().expect("arenas.narenas") as usize
 }
 
 /// jemalloc's limit of arenas per process, which its error message names.
