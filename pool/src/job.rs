@@ -45,6 +45,13 @@ struct State {
     warm_since: Option<Instant>,
     /// The pool is being dropped: the timer's thread ends.
     closing: bool,
+    /// The timer's thread waits without a timeout: only a notification wakes it. (When
+    /// it waits with one, a job's end need not wake it: it finds the new `warm_since`
+    /// when its wait ends, and waits the rest.)
+    timer_waits: bool,
+    /// Times a job's end woke the timer's thread.
+    #[cfg(test)]
+    wake_ups: usize,
 }
 
 impl Shared {
@@ -91,10 +98,15 @@ impl Shared {
                             .0
                     }
                 }
-                _ => self
-                    .changed
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner),
+                _ => {
+                    state.timer_waits = true;
+                    let mut woken = self
+                        .changed
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    woken.timer_waits = false;
+                    woken
+                }
             };
         }
     }
@@ -183,13 +195,42 @@ impl Drop for Job<'_> {
         if state.running == 0 {
             if self.jobs.timer.is_some() {
                 state.warm_since = Some(Instant::now());
+                let wake = state.timer_waits;
+                #[cfg(test)]
+                {
+                    state.wake_ups += usize::from(wake);
+                }
                 drop(state);
-                shared.changed.notify_all();
+                if wake {
+                    shared.changed.notify_all();
+                }
             } else {
                 // Under the lock, so a job starting meanwhile finds the arenas cold
                 // and sets them back to keeping pages after this.
                 shared.return_freed();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Jobs back to back wake the keep-warm timer at most once, not at every job's end.
+    #[test]
+    fn job_ends_do_not_wake_a_waiting_timer() {
+        let arena = Arc::new(Arena::new().expect("an arena"));
+        let jobs = Jobs::new(vec![arena], Duration::from_secs(600)).expect("the timer");
+        for _ in 0..1_000 {
+            drop(jobs.begin());
+        }
+        let wake_ups = jobs.shared.state().wake_ups;
+        // At most the first job's end, if the timer waited without a timeout by then;
+        // from then on it waits 600 s, and job ends leave it alone.
+        assert!(
+            wake_ups <= 1,
+            "job ends woke the timer {wake_ups} times in 1,000 jobs"
+        );
     }
 }

@@ -59,3 +59,8 @@ pub use self::stream::MapStream;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
+
+// The crate's own unit tests run under the allocator the pool is for.
+#[cfg(test)]
+#[global_allocator]
+static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
