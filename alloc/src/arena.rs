@@ -57,6 +57,8 @@ impl Arena {
     ///   ([`Error::is_percpu_arena`]).
     /// - jemalloc's limit of arenas per process is reached because too many `Arena`s
     ///   are alive at once ([`Error::is_arena_limit`]); dropping some makes room.
+    /// - jemalloc runs with `process_madvise_max_batch` above 0
+    ///   ([`Error::is_process_madvise`]), whose purges would bypass the arenas' hooks.
     pub fn new() -> Result<Arena, Error> {
         Arena::with_huge_pages(crate::huge::default_setting())
     }

@@ -186,6 +186,10 @@ struct Mibs {
     /// `opt.percpu_arena` is set: jemalloc ties threads to per-CPU arenas and refuses
     /// to move them back from a manual arena to an automatic one.
     percpu_arena: bool,
+    /// `opt.process_madvise_max_batch`: above 0, jemalloc may purge an arena whose
+    /// hooks have no `dalloc` with `process_madvise`, without calling them (0 where the
+    /// option does not exist).
+    process_madvise_max_batch: usize,
 }
 
 impl Mibs {
@@ -195,6 +199,8 @@ impl Mibs {
         let percpu = Mib::<2>::lookup(c"opt.percpu_arena")?;
         let tcache_max = Mib::<2>::lookup(c"arenas.tcache_max")?;
         let dirty_decay = Mib::<2>::lookup(c"arenas.dirty_decay_ms")?;
+        // Missing from jemalloc builds older than the option: as if 0.
+        let process_madvise = Mib::<2>::lookup(c"opt.process_madvise_max_batch").ok();
         Ok(Mibs {
             thread_arena: Mib::lookup(c"thread.arena")?,
             thread_tcache_flush: Mib::lookup(c"thread.tcache.flush")?,
@@ -232,6 +238,11 @@ impl Mibs {
                 // NUL-terminated option names ("disabled", "percpu", "phycpu").
                 !name.is_null() && unsafe { CStr::from_ptr(name) }.to_bytes() != b"disabled"
             },
+            process_madvise_max_batch: match process_madvise {
+                // SAFETY: `opt.process_madvise_max_batch` is a `size_t`.
+                Some(mib) => unsafe { mib.read::<usize>()? },
+                None => 0,
+            },
         })
     }
 }
@@ -245,6 +256,12 @@ fn mibs() -> CtlResult<&'static Mibs> {
 /// the first that does not, with jemalloc's error.
 pub(crate) fn available() -> CtlResult<()> {
     mibs().map(|_| ())
+}
+
+/// jemalloc's `opt.process_madvise_max_batch` (0 where it does not exist): above 0,
+/// jemalloc may purge arenas whose hooks have no `dalloc` without calling their hooks.
+pub(crate) fn process_madvise_max_batch() -> CtlResult<usize> {
+    Ok(mibs()?.process_madvise_max_batch)
 }
 
 /// Whether jemalloc runs with `percpu_arena`, which makes threads unbindable.

@@ -20,6 +20,7 @@ enum ErrorKind {
     PercpuArena,
     ArenaLimit { live: usize },
     ThresholdTooSmall { asked: usize, smallest: usize },
+    ProcessMadvise { batch: usize },
     Ctl(CtlError),
 }
 
@@ -42,6 +43,12 @@ impl Error {
         }
     }
 
+    pub(crate) fn process_madvise(batch: usize) -> Self {
+        Error {
+            kind: ErrorKind::ProcessMadvise { batch },
+        }
+    }
+
     pub(crate) fn threshold_too_small(asked: usize, smallest: usize) -> Self {
         Error {
             kind: ErrorKind::ThresholdTooSmall { asked, smallest },
@@ -58,6 +65,13 @@ impl Error {
     /// cannot be bound to arenas of their own.
     pub fn is_percpu_arena(&self) -> bool {
         self.kind == ErrorKind::PercpuArena
+    }
+
+    /// True when jemalloc runs with `process_madvise_max_batch` above 0, under which it
+    /// could give an arena's pages back without the extent hooks through which arenapool
+    /// sees every purge: no arena is created.
+    pub fn is_process_madvise(&self) -> bool {
+        matches!(self.kind, ErrorKind::ProcessMadvise { .. })
     }
 
     /// True when jemalloc's limit on arenas per process is reached: too many
@@ -108,6 +122,15 @@ impl fmt::Display for Error {
                 "no jemalloc arena is free: {live} arenas are held by live `Arena`s and scopes, \
                  and jemalloc allows at most {ARENA_LIMIT} arenas in a process; drop `Arena`s \
                  (or end scopes) before creating more"
+            ),
+            ErrorKind::ProcessMadvise { batch } => write!(
+                f,
+                "jemalloc runs with `process_madvise_max_batch:{batch}`, under which it may \
+                 give an arena's pages back without calling the arena's extent hooks, through \
+                 which arenapool sees every purge (the start of a job would wait for a purge \
+                 it never sees, and huge pages would be counted wrong): remove the option from \
+                 `_RJEM_MALLOC_CONF` (or from the configuration compiled into the binary), or \
+                 set it to 0, to use arenapool's arenas"
             ),
             ErrorKind::ThresholdTooSmall { asked, smallest } => write!(
                 f,

@@ -157,12 +157,25 @@ fn create(huge: bool) -> Result<Slot, Error> {
         if ctl::arenas_count()? >= ARENA_LIMIT {
             return Err(Error::arena_limit(live()));
         }
+        refuse_process_madvise(ctl::process_madvise_max_batch()?)?;
         purge::create_arena(huge)?
     };
     let i = index as usize;
     OURS[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
     free_list().created += 1;
     Ok(Slot { index, huge })
+}
+
+/// Refuses to create arenas under jemalloc's `process_madvise_max_batch` above 0: jemalloc
+/// then purges arenas whose hooks have no `dalloc` (ours) with `process_madvise`, without
+/// calling their hooks, which [`purge`] counts purges with and [`crate::huge`] counts
+/// committed pages with.
+fn refuse_process_madvise(batch: usize) -> Result<(), Error> {
+    if batch > 0 {
+        Err(Error::process_madvise(batch))
+    } else {
+        Ok(())
+    }
 }
 
 /// Gives the arena's free pages back, makes whatever is freed into it later go back at
@@ -176,4 +189,29 @@ pub(crate) fn release(slot: Slot) {
     let top = list.len;
     list.slots[top] = Some(slot);
     list.len += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No arena under `process_madvise_max_batch` above 0, with an error that says so
+    /// and what to do. (Setting the option in a jemalloc built without
+    /// `process_madvise`, as this one is, makes its own purges undefined behaviour: it
+    /// is checked here, not set.)
+    #[test]
+    fn process_madvise_is_refused() {
+        assert!(refuse_process_madvise(0).is_ok());
+        let e = refuse_process_madvise(8).unwrap_err();
+        assert!(e.is_process_madvise());
+        assert!(!e.is_arena_limit() && !e.is_not_installed());
+        let message = e.to_string();
+        assert!(
+            message.contains("process_madvise_max_batch:8") && message.contains("set it to 0"),
+            "{message}"
+        );
+        // This process runs without the option: arenas are made.
+        assert_eq!(ctl::process_madvise_max_batch().unwrap(), 0);
+        release(acquire(false).expect("an arena"));
+    }
 }
