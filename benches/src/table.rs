@@ -254,9 +254,14 @@ fn overall_head(results: &Results) -> [String; 5] {
     ]
 }
 
-/// Per workload at `threads`, per contender: the median peak of its memory in huge
-/// pages and of its minor faults, in Markdown.
-fn huge_page_table(results: &Results, threads: usize) -> String {
+/// A Markdown table with a row per workload and a column per contender, at `threads`:
+/// each cell what `cell` makes of the summary, `n/a` where no run succeeded, `-` where
+/// `cell` has nothing.
+fn workload_grid(
+    results: &Results,
+    threads: usize,
+    cell: impl Fn(&Summary) -> Option<String>,
+) -> String {
     let contenders: Vec<&str> = results.contenders.iter().map(|c| c.name).collect();
     let mut out = format!("| workload | {} |\n", contenders.join(" | "));
     let _ = writeln!(out, "|---|{}", "---:|".repeat(contenders.len()));
@@ -266,19 +271,28 @@ fn huge_page_table(results: &Results, threads: usize) -> String {
         };
         let row: Vec<String> = results
             .of_workload(w, threads)
-            .map(|s| match (s.peak_anon_huge, s.minor_faults) {
-                (Some(huge), Some(faults)) => format!(
-                    "{} / {}",
-                    Bytes(huge.median as usize),
-                    one_count(faults.median)
-                ),
-                _ if s.ok_runs == 0 => "n/a".to_owned(),
-                _ => "-".to_owned(),
+            .map(|s| match cell(s) {
+                Some(text) => text,
+                None if s.ok_runs == 0 => "n/a".to_owned(),
+                None => "-".to_owned(),
             })
             .collect();
         let _ = writeln!(out, "| `{}` | {} |", info.name, row.join(" | "));
     }
     out
+}
+
+/// Per workload at `threads`, per contender: the median peak of its memory in huge
+/// pages and of its minor faults, in Markdown.
+fn huge_page_table(results: &Results, threads: usize) -> String {
+    workload_grid(results, threads, |s| {
+        let (huge, faults) = (s.peak_anon_huge?, s.minor_faults?);
+        Some(format!(
+            "{} / {}",
+            Bytes(huge.median as usize),
+            one_count(faults.median)
+        ))
+    })
 }
 
 /// Per workload at a thread sweep: median time at each thread count.
@@ -448,25 +462,14 @@ pub(crate) fn markdown(results: &Results) -> String {
             "### RSS after the phase (time vs {}), {t} threads\n",
             results.reference.name()
         );
-        let contenders: Vec<&str> = results.contenders.iter().map(|c| c.name).collect();
-        let _ = writeln!(out, "| workload | {} |", contenders.join(" | "));
-        let _ = writeln!(out, "|---|{}", "---:|".repeat(contenders.len()));
-        for info in &results.workloads {
-            let Some(w) = Workload::from_name(info.name) else {
-                continue;
-            };
-            let row: Vec<String> = results
-                .of_workload(w, t)
-                .map(|s| match (s.rss_after, s.time_ratio) {
-                    (Some(after), Some(r)) => {
-                        format!("{} ({:.2}x)", Bytes(after.median as usize), r.median)
-                    }
-                    _ if s.ok_runs == 0 => "n/a".to_owned(),
-                    _ => "-".to_owned(),
-                })
-                .collect();
-            let _ = writeln!(out, "| `{}` | {} |", info.name, row.join(" | "));
-        }
+        out += &workload_grid(results, t, |s| {
+            let (after, r) = (s.rss_after?, s.time_ratio?);
+            Some(format!(
+                "{} ({:.2}x)",
+                Bytes(after.median as usize),
+                r.median
+            ))
+        });
         out.push('\n');
     }
     out += "![RSS retained after each workload](charts/retained.svg)\n\n";
