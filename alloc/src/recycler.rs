@@ -44,8 +44,6 @@ pub(crate) enum Decay {
 #[derive(Debug)]
 pub(crate) struct Slot {
     index: u32,
-    /// Made with huge pages asked for.
-    huge: bool,
 }
 
 impl Slot {
@@ -117,10 +115,11 @@ pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
         let len = list.len;
         // The most recently released arena of the kind: the top one, unless a program
         // mixes kinds.
-        match (0..len)
-            .rev()
-            .find(|&i| list.slots[i].as_ref().is_some_and(|s| s.huge == huge))
-        {
+        match (0..len).rev().find(|&i| {
+            list.slots[i]
+                .as_ref()
+                .is_some_and(|s| s.huge_pages() == huge)
+        }) {
             Some(i) => {
                 let slot = list.slots[i].take();
                 list.slots.swap(i, len - 1);
@@ -163,7 +162,7 @@ fn create(huge: bool) -> Result<Slot, Error> {
     let i = index as usize;
     OURS[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
     free_list().created += 1;
-    Ok(Slot { index, huge })
+    Ok(Slot { index })
 }
 
 /// Refuses to create arenas under jemalloc's `process_madvise_max_batch` above 0: jemalloc
