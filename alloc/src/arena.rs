@@ -158,6 +158,45 @@ impl Arena {
         self.slot.set_decay(Decay::Return)
     }
 
+    /// Like [`retain_freed`](Arena::retain_freed), but only once the arena is used:
+    /// until then it goes on giving each freed page back at once, and this call makes
+    /// no control call of jemalloc's. For work that may not touch the arena at all, such
+    /// as the arenas of a wide pool's workers in a job of a few tasks. End it with
+    /// [`return_freed_if_used`](Arena::return_freed_if_used).
+    ///
+    /// The arena starts keeping freed pages when a thread bound to it allocates a block
+    /// of 16 KiB or more (before that block is allocated, on that thread), or when a
+    /// purge first runs in it (work that allocates only smaller blocks: its first slab
+    /// that empties is given back). The second switch is made by a thread of
+    /// arenapool's, `arenapool-standby`, started by the first call of this method, since
+    /// jemalloc purges with its locks held; the work pays for the purges made until that
+    /// thread runs. A caller that knows the arena will be used calls `retain_freed`.
+    ///
+    /// If the arena already keeps freed pages, it goes on keeping them. If that thread
+    /// cannot be started, this is `retain_freed`.
+    ///
+    /// # Errors
+    ///
+    /// A jemalloc control call failed (only where it is `retain_freed`; not expected in
+    /// practice).
+    pub fn retain_freed_on_use(&self) -> Result<(), Error> {
+        self.slot.set_decay(Decay::KeepOnUse)
+    }
+
+    /// Like [`return_freed`](Arena::return_freed), but with no control call if the
+    /// arena has given freed pages back at once since the last `return_freed` (it was
+    /// left to [`retain_freed_on_use`](Arena::retain_freed_on_use) and no large block
+    /// was allocated in it) and nothing was freed into it or allocated from it since:
+    /// then it has nothing to give back. Returns whether the arena was used: it kept
+    /// freed pages, or something happened in it.
+    ///
+    /// # Errors
+    ///
+    /// A jemalloc control call failed (not expected in practice).
+    pub fn return_freed_if_used(&self) -> Result<bool, Error> {
+        self.slot.return_freed_if_used()
+    }
+
     /// Gives this arena's unused pages back to the OS now, and returns how many bytes
     /// that was.
     ///
@@ -184,15 +223,14 @@ impl Arena {
     /// [`return_freed`](Arena::return_freed) and frees while it returns freed pages at
     /// once. The difference of two readings is what was given back in between.
     ///
-    /// Refreshes jemalloc's statistics, which costs time in proportion to the number of
-    /// arenas in the process (microseconds for a few dozen).
+    /// Counted by the arena's extent hooks as they give pages back: a few loads, with
+    /// no refresh of jemalloc's statistics.
     ///
     /// # Errors
     ///
-    /// A jemalloc control call failed (not expected in practice).
+    /// None in practice; the signature leaves room for a control call.
     pub fn returned_total(&self) -> Result<usize, Error> {
-        ctl::refresh_stats()?;
-        Ok(ctl::arena_purged_bytes(self.index())?)
+        Ok(crate::report::returned_by([self.index()]))
     }
 }
 

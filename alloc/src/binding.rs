@@ -8,10 +8,25 @@ use std::sync::Arc;
 use crate::{ctl, recycler, Arena};
 
 thread_local! {
-    /// How many bindings are alive on this thread, and the arena it had before the
-    /// first of them: when the last one is dropped, in whatever order they were
-    /// dropped, the thread goes back to that arena.
-    static BOUND: Cell<(usize, u32)> = const { Cell::new((0, 0)) };
+    static BOUND: Cell<Bound> = const {
+        Cell::new(Bound {
+            count: 0,
+            original: 0,
+            current: 0,
+        })
+    };
+}
+
+/// A thread's bindings.
+#[derive(Clone, Copy)]
+struct Bound {
+    /// How many bindings are alive on the thread.
+    count: usize,
+    /// The arena it had before the first of them: when the last one is dropped, in
+    /// whatever order they were dropped, the thread goes back to that arena.
+    original: u32,
+    /// The arena it allocates from while `count` is above 0.
+    current: u32,
 }
 
 /// The calling thread allocates from an [`Arena`] until this guard is dropped.
@@ -52,9 +67,16 @@ impl Binding<'_> {
         let previous = ctl::thread_arena_swap(arena).ok();
         if let Some(previous) = previous {
             BOUND.with(|bound| {
-                let (count, original) = bound.get();
-                let original = if count == 0 { previous } else { original };
-                bound.set((count + 1, original));
+                let now = bound.get();
+                bound.set(Bound {
+                    count: now.count + 1,
+                    original: if now.count == 0 {
+                        previous
+                    } else {
+                        now.original
+                    },
+                    current: arena,
+                });
             });
         }
         Binding {
@@ -97,19 +119,23 @@ impl Drop for Binding<'_> {
         let Some(previous) = self.previous else {
             return;
         };
-        let (count, original) = BOUND.with(|bound| {
-            let (count, original) = bound.get();
-            bound.set((count.saturating_sub(1), original));
-            (count.saturating_sub(1), original)
-        });
+        let now = BOUND.with(Cell::get);
+        let count = now.count.saturating_sub(1);
         let restore = if count == 0 {
-            Some(original)
-        } else if ctl::thread_arena().ok() == Some(self.arena) {
+            Some(now.original)
+        } else if now.current == self.arena {
             Some(previous)
         } else {
             // Dropped out of order: a binding made after this one is still in force.
             None
         };
+        BOUND.with(|bound| {
+            bound.set(Bound {
+                count,
+                current: restore.unwrap_or(now.current),
+                ..now
+            })
+        });
         if let Some(index) = restore {
             let _ = ctl::thread_arena_set(index);
         }
@@ -129,7 +155,22 @@ impl fmt::Debug for Binding<'_> {
 /// is alive). A read of a thread-local, cheap enough for the allocator's large path.
 #[inline]
 pub(crate) fn is_bound() -> bool {
-    BOUND.try_with(|bound| bound.get().0 > 0).unwrap_or(false)
+    BOUND
+        .try_with(|bound| bound.get().count > 0)
+        .unwrap_or(false)
+}
+
+/// The arena the calling thread is bound to, if a binding of its is alive. A read of a
+/// thread-local, as [`is_bound`].
+#[inline]
+pub(crate) fn bound_arena() -> Option<u32> {
+    BOUND
+        .try_with(|bound| {
+            let now = bound.get();
+            (now.count > 0).then_some(now.current)
+        })
+        .ok()
+        .flatten()
 }
 
 /// The arena index of the calling thread if it is bound to one of this crate's arenas

@@ -426,6 +426,62 @@ pub(crate) fn tcache_max() -> CtlResult<usize> {
     Ok(mibs()?.tcache_max)
 }
 
+/// A size class that threads' caches hold, as jemalloc describes it: what it takes to
+/// keep its cached objects each in a slab of their own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CachedClass {
+    /// The size of the extent one slab of this class takes (for a large class, one
+    /// object's).
+    pub(crate) slab: usize,
+    /// How many objects of the class a thread's cache holds at most.
+    pub(crate) cached: usize,
+}
+
+/// Every size class threads' caches hold, with its slab size and how many objects a
+/// cache holds: jemalloc's rule (`tcache_ncached_max_compute` in its `tcache.c`) from
+/// its `opt.tcache_nslots_*` options. Looks every name up afresh: not for hot paths.
+pub(crate) fn cached_classes() -> CtlResult<Vec<CachedClass>> {
+    fn read<T: Copy>(name: &'static CStr) -> CtlResult<T> {
+        // SAFETY: every name passed here is of type `T`, per jemalloc's manual (the
+        // callers below pair each with its type).
+        unsafe { Mib::<2>::lookup(name)?.read::<T>() }
+    }
+    fn read_at<T: Copy>(name: &'static CStr, index: u32) -> CtlResult<T> {
+        // SAFETY: as above; component 2 is the bin or extent index.
+        unsafe { Mib::<4>::lookup(name)?.at(2, index).read::<T>() }
+    }
+    let even_up = |n: usize| n + n % 2;
+    let min = even_up(read::<c_uint>(c"opt.tcache_nslots_small_min")? as usize).max(2);
+    let max = (read::<c_uint>(c"opt.tcache_nslots_small_max")? as usize & !1).max(2);
+    let lg_mul = read::<isize>(c"opt.lg_tcache_nslots_mul")?;
+    let large = read::<c_uint>(c"opt.tcache_nslots_large")? as usize;
+    let mut classes = Vec::new();
+    for i in 0..read::<c_uint>(c"arenas.nbins")? {
+        let nregs = read_at::<u32>(c"arenas.bin.0.nregs", i)? as usize;
+        let candidate = even_up(if lg_mul < 0 {
+            nregs >> lg_mul.unsigned_abs()
+        } else {
+            nregs << lg_mul
+        });
+        classes.push(CachedClass {
+            slab: read_at::<usize>(c"arenas.bin.0.slab_size", i)?,
+            cached: candidate.clamp(min.min(max), max),
+        });
+    }
+    let tcache_max = tcache_max()?;
+    for i in 0..read::<c_uint>(c"arenas.nlextents")? {
+        let size = read_at::<usize>(c"arenas.lextent.0.size", i)?;
+        if size > tcache_max {
+            break;
+        }
+        classes.push(CachedClass {
+            slab: size,
+            cached: large,
+        });
+    }
+    Ok(classes)
+}
+
 /// The dirty decay time jemalloc gives arenas it creates (10 s unless configured).
 pub(crate) fn default_dirty_decay_ms() -> CtlResult<isize> {
     Ok(mibs()?.default_dirty_decay_ms)

@@ -9,7 +9,7 @@ use tikv_jemalloc_sys as ffi;
 use tikv_jemallocator::Jemalloc;
 
 use crate::ctl::{self, CtlError};
-use crate::{phase, purge, Error};
+use crate::{phase, purge, standby, Error};
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge, and
 /// phases that catch every thread's large allocations.
@@ -91,6 +91,7 @@ unsafe impl GlobalAlloc for ArenaAlloc {
 #[cold]
 #[inline(never)]
 unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
+    standby::before_large_alloc();
     match phase::route(layout.size()) {
         Some(arena) => {
             let flags = phase::mallocx_flags(Some(arena), layout.align(), layout.size());
@@ -131,6 +132,7 @@ unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
 #[cold]
 #[inline(never)]
 unsafe fn realloc_large(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    standby::before_large_alloc();
     match phase::route(new_size) {
         Some(arena) => {
             let flags = phase::mallocx_flags(Some(arena), layout.align(), new_size);

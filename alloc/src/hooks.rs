@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult, ARENAS_ALL};
-use crate::huge;
+use crate::{huge, standby};
 
 /// The unit in which arenas' memory is mapped and owned: 2 MiB, the x86-64 huge page.
 pub(crate) const GRANULE: usize = 2 << 20;
@@ -164,6 +164,28 @@ pub(crate) fn gave_back(index: u32) -> u64 {
         .map_or(0, |calls| calls.load(Ordering::Relaxed))
 }
 
+/// Bytes each arena's hooks gave back, on any thread: the ranges of the calls that
+/// succeeded (a `decommit` that fails is followed by a purge of the same range).
+static BYTES: [AtomicU64; ARENAS_ALL as usize] = [const { AtomicU64::new(0) }; ARENAS_ALL as usize];
+
+/// Bytes arena `index`'s hooks have given back so far, on any thread: what jemalloc's
+/// statistics count as purged, without a refresh of them.
+pub(crate) fn bytes_given_back(index: u32) -> u64 {
+    BYTES
+        .get(index as usize)
+        .map_or(0, |bytes| bytes.load(Ordering::Relaxed))
+}
+
+/// Counts `length` bytes given back by a hook of arena `arena` that succeeded.
+fn count_bytes(arena: c_uint, failed: bool, length: usize) {
+    if failed {
+        return;
+    }
+    if let Some(bytes) = BYTES.get(arena as usize) {
+        bytes.fetch_add(length as u64, Ordering::Relaxed);
+    }
+}
+
 /// The hooks table every arena of this crate is created with.
 struct Hooks {
     /// jemalloc's own hooks, which ours forward to.
@@ -282,12 +304,14 @@ unsafe extern "C" fn alloc(
     start as *mut c_void
 }
 
-/// Counts a call, on this thread and for arena `arena`, of a hook that gives pages back.
+/// Counts a call, on this thread and for arena `arena`, of a hook that gives pages back,
+/// and tells [`standby`] of it.
 fn count(arena: c_uint) {
     let _ = GAVE_BACK.try_with(|n| n.set(n.get().wrapping_add(1)));
     if let Some(calls) = CALLS.get(arena as usize) {
         calls.fetch_add(1, Ordering::Relaxed);
     }
+    standby::purging(arena);
 }
 
 /// jemalloc's own hooks, once the table is built.
@@ -331,10 +355,14 @@ macro_rules! range_hook {
                 count(arena);
             }
             let huge: Option<fn(u32, usize, usize) -> bool> = $huge;
-            if let Some(huge) = huge.filter(|_| huge::is_on(arena)) {
-                return huge(arena, addr as usize + offset, length);
+            let failed = match huge.filter(|_| huge::is_on(arena)) {
+                Some(huge) => huge(arena, addr as usize + offset, length),
+                None => forward(|d| d.$name, hooks, (addr, size, offset, length, arena)),
+            };
+            if $counted {
+                count_bytes(arena, failed, length);
             }
-            forward(|d| d.$name, hooks, (addr, size, offset, length, arena))
+            failed
         }
     };
 }

@@ -51,6 +51,7 @@ mod raw;
 mod recycler;
 mod report;
 mod scope;
+mod standby;
 
 pub use self::arena::{live_arenas, Arena};
 pub use self::binding::{current_arena, Binding};
@@ -59,7 +60,8 @@ pub use self::error::Error;
 pub use self::global::{is_installed, ArenaAlloc};
 pub use self::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
 pub use self::memory::{
-    flush_thread_cache, huge_page_rss, memory, peak_rss, reset_peak_rss, rss, rss_of, trim, Memory,
+    flush_thread_cache, huge_page_rss, memory, peak_rss, reset_peak_rss, rss, rss_of,
+    thread_cache_worst_case, trim, Memory,
 };
 pub use self::phase::{
     enter_phase, phase, phase_is_open, phase_report, phase_threshold, set_phase_threshold,

@@ -380,7 +380,7 @@ impl ReportingPhase {
 /// Bytes the phase arenas and the process's other arenas (not this crate's) have given
 /// back so far.
 fn returned_so_far() -> usize {
-    report::returned_by(ARENAS.indices().chain(other_arenas()))
+    report::returned_by(ARENAS.indices()).saturating_add(report::purged_by_others(other_arenas()))
 }
 
 /// Opens a phase: the first one sets the phase arenas to keep their freed pages, then

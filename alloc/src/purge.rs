@@ -47,12 +47,12 @@ use std::time::{Duration, Instant};
 use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult, Pages, ARENAS_ALL};
-use crate::{hooks, huge, recycler};
+use crate::{hooks, huge, recycler, standby};
 
 /// One lock per arena index, held by every purge and decay change this crate makes.
 static PURGING: [Mutex<()>; ARENAS_ALL as usize] = [const { Mutex::new(()) }; ARENAS_ALL as usize];
 
-fn purging(index: u32) -> MutexGuard<'static, ()> {
+pub(crate) fn purging(index: u32) -> MutexGuard<'static, ()> {
     // Nothing panics while a purge lock is held; a poisoned one protects nothing
     // inconsistent.
     PURGING[index as usize]
@@ -178,31 +178,66 @@ static RETURNED: [Returned; ARENAS_ALL as usize] = [const {
 }; ARENAS_ALL as usize];
 
 /// Sets arena `index` (one of [`create_arena`]'s) to keep the pages freed in it until it
-/// is purged (dirty decay -1), first waiting, if something may have started a purge of jemalloc's in it since
-/// its last work ended, for that purge to end.
+/// is purged (dirty decay -1), first waiting, if something may have started a purge of
+/// jemalloc's in it since its last work ended, for that purge to end.
 pub(crate) fn keep_freed(index: u32) -> CtlResult<()> {
     let _purging = purging(index);
+    standby::clear(index);
+    keep_freed_locked(index)
+}
+
+/// [`keep_freed`], with the arena's purge lock held by the caller.
+pub(crate) fn keep_freed_locked(index: u32) -> CtlResult<()> {
     ctl::arena_set_decay(index, Pages::Dirty, -1)?;
-    let i = index as usize;
-    let last = &RETURNED[i];
+    let last = &RETURNED[index as usize];
     last.idle.store(false, Ordering::SeqCst);
-    if !last.once.load(Ordering::Relaxed) {
-        return Ok(());
-    }
-    let moved = last.unsure.load(Ordering::Relaxed)
-        || active_pages(index) != Some(last.active.load(Ordering::Relaxed))
-        || hooks::gave_back(index) != last.hook_calls.load(Ordering::Relaxed);
-    if moved {
+    if moved(index) {
         until_a_purge_runs(index)?;
         last.unsure.store(false, Ordering::Relaxed);
     }
     Ok(())
 }
 
+/// Whether anything may have happened in arena `index` since its last work ended: a
+/// free into it (its count of active pages moved), a purge (its hooks were called), or
+/// an end whose figures were unsure. `false` before its first end.
+fn moved(index: u32) -> bool {
+    let last = &RETURNED[index as usize];
+    last.once.load(Ordering::Relaxed)
+        && (last.unsure.load(Ordering::Relaxed)
+            || active_pages(index) != Some(last.active.load(Ordering::Relaxed))
+            || hooks::gave_back(index) != last.hook_calls.load(Ordering::Relaxed))
+}
+
+/// Makes arena `index` stand by (see [`crate::standby`]) if it is idle; if it keeps
+/// freed pages already, it goes on keeping them. Where no arena can stand by (the
+/// thread that switches them could not be started), keeps its freed pages now.
+pub(crate) fn keep_freed_on_use(index: u32) -> CtlResult<()> {
+    if !RETURNED[index as usize].idle.load(Ordering::SeqCst) || standby::stand_by(index) {
+        return Ok(());
+    }
+    keep_freed(index)
+}
+
+/// Ends work in arena `index` as [`return_freed`] does, unless the arena stood by (see
+/// [`crate::standby`]) from its last end until now, and nothing happened in it
+/// meanwhile: then there is nothing to give back, and no control call is made. Returns
+/// whether the arena was used since its last end: something was allocated from it or
+/// freed into it that moved its count of active pages, or a purge ran in it.
+pub(crate) fn return_freed_if_used(index: u32) -> CtlResult<bool> {
+    let stood_by = standby::clear(index);
+    let used = moved(index);
+    if stood_by && !used {
+        return Ok(false);
+    }
+    return_freed(index).map(|()| used)
+}
+
 /// Gives every free page of arena `index` (one of [`create_arena`]'s) back, and from
 /// then on each page freed in it at once (dirty decay 0).
 pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
     let _purging = purging(index);
+    standby::clear(index);
     let i = index as usize;
     // Before decay 0: a free that jemalloc lets skip its purge from now on is one that
     // `free` sees through.

@@ -7,7 +7,7 @@ use std::ptr;
 use tikv_jemalloc_sys as ffi;
 
 use crate::percpu::PerCpu;
-use crate::{binding, hooks, phase, purge};
+use crate::{binding, hooks, phase, purge, standby};
 
 /// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
 /// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page
@@ -144,6 +144,9 @@ fn flags(size: usize, align: usize) -> Option<c_int> {
     }
     let arena = if binding::is_bound() {
         // No arena named: jemalloc takes the thread's own, one of ours.
+        if size >= phase::FLOOR {
+            standby::before_large_alloc();
+        }
         None
     } else {
         Some(match phase::route(size) {

@@ -36,6 +36,9 @@ pub(crate) enum Decay {
     Keep,
     /// 0: give free pages back now, and freed pages at once.
     Return,
+    /// 0 until a thread bound to the arena allocates a large block, then -1 (see
+    /// [`crate::standby`]); the arena is idle (0) or kept (-1) already.
+    KeepOnUse,
 }
 
 /// Sole ownership of one of this crate's arenas, checked out of the free list: not
@@ -61,8 +64,15 @@ impl Slot {
         let set = match decay {
             Decay::Keep => purge::keep_freed(self.index),
             Decay::Return => purge::return_freed(self.index),
+            Decay::KeepOnUse => purge::keep_freed_on_use(self.index),
         };
         Ok(set?)
+    }
+
+    /// Ends the arena's work as [`Decay::Return`] does, unless it has had nothing to
+    /// keep since (see [`purge::return_freed_if_used`]); returns whether it was used.
+    pub(crate) fn return_freed_if_used(&self) -> Result<bool, Error> {
+        Ok(purge::return_freed_if_used(self.index)?)
     }
 }
 

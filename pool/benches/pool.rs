@@ -9,6 +9,11 @@
 //!   back).
 //! - `tiny_job`: a job of 8 tasks with 2–5 KB of scratch each (the S3 loop's job).
 //! - `small_objects`: each task builds and drops a `BTreeMap<String, Vec<u8>>`.
+//! - `wide`: `tiny_job`, and a job whose 8 tasks return 64 KiB each (dropped before the
+//!   next job), on pools of 2, 32 and 128 workers: what a job's start and end cost per
+//!   worker (oversubscribed where the machine has fewer cores). The `results` jobs of
+//!   the pool give 512 KiB back and fault it in again each time, which plain rayon does
+//!   not; `examples/wide_pool.rs` measures that physical limit too, interleaved.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -135,6 +140,55 @@ fn tiny_jobs(c: &mut Criterion) {
     group.finish();
 }
 
+/// A job whose 8 tasks return 64 KiB each.
+fn results_job(j: u64) -> Vec<Vec<u8>> {
+    (0..8u64)
+        .into_par_iter()
+        .map(|t| vec![(j + t) as u8; 64 << 10])
+        .collect()
+}
+
+fn wide(c: &mut Criterion) {
+    let mut group = c.benchmark_group("wide");
+    for workers in [2, 32, 128] {
+        let rayon = rayon::ThreadPoolBuilder::new()
+            .num_threads(workers)
+            .build()
+            .expect("rayon pool");
+        let pool = ArenaPool::builder()
+            .num_threads(workers)
+            .build()
+            .expect("arena pool");
+        let mut j = 0;
+        group.bench_function(format!("tiny/{workers}/rayon"), |b| {
+            b.iter(|| {
+                j += 1;
+                rayon.install(|| tiny_job(j))
+            })
+        });
+        group.bench_function(format!("tiny/{workers}/arenapool"), |b| {
+            b.iter(|| {
+                j += 1;
+                pool.run(|| tiny_job(j))
+            })
+        });
+        // The results are dropped inside the timing, as between a program's jobs.
+        group.bench_function(format!("results/{workers}/rayon"), |b| {
+            b.iter(|| {
+                j += 1;
+                drop(rayon.install(|| results_job(j)))
+            })
+        });
+        group.bench_function(format!("results/{workers}/arenapool"), |b| {
+            b.iter(|| {
+                j += 1;
+                drop(pool.run(|| results_job(j)))
+            })
+        });
+    }
+    group.finish();
+}
+
 fn small_objects(c: &mut Criterion) {
     let (rayon, pool) = pools();
     let mut group = c.benchmark_group("small_objects");
@@ -160,6 +214,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = s1, empty_job, tiny_jobs, small_objects
+    targets = s1, empty_job, tiny_jobs, small_objects, wide
 }
 criterion_main!(benches);

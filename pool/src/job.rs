@@ -13,9 +13,12 @@
 //! included) until the pool has been idle that long, when a thread of the pool's gives
 //! them back; a job that starts first finds them warm.
 //!
-//! Both transitions are a few control calls per arena, made by the thread that starts
-//! or ends the job (or by the timer's thread): no worker is interrupted, and nothing
-//! waits for the workers.
+//! Both transitions are made by the thread that starts or ends the job (or by the
+//! timer's thread): no worker is interrupted, and nothing waits for the workers. They
+//! cost a few control calls per arena whose worker did something in the last job; the
+//! arenas of workers that did nothing stand by (see `arenapool_alloc`'s
+//! `Arena::retain_freed_on_use`), which costs a few loads and no control call, so a job
+//! of a few tasks on a wide pool pays for the workers it used.
 
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -49,6 +52,9 @@ struct State {
     /// it waits with one, a job's end need not wake it: it finds the new `warm_since`
     /// when its wait ends, and waits the rest.)
     timer_waits: bool,
+    /// Per arena: it was used between the last two ends (see [`Shared::return_freed`]):
+    /// the next start sets it to keep freed pages; the others stand by.
+    used: Vec<bool>,
     /// Times a job's end woke the timer's thread.
     #[cfg(test)]
     wake_ups: usize,
@@ -60,17 +66,33 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The start of work after an end: the arenas used before keep freed pages from
+    /// now on; the others stand by, and keep them only once their worker allocates a
+    /// large block (so a job that leaves most workers of a wide pool idle makes no
+    /// control call for their arenas). A pool that keeps pages warm sets every arena
+    /// to keep them: it starts cold only after an idle time, and its warm starts make
+    /// no control call at all, so an arena that stood by would stand by (and give the
+    /// pages of small objects back as they empty) for as long as jobs follow each
+    /// other.
+    ///
     /// A control call cannot fail for an existing arena; if one did, the arena would
     /// only give pages back later, or keep them for less long: slower, still right.
-    fn retain_freed(&self) {
-        for arena in &self.arenas {
-            let _ = arena.retain_freed();
+    fn retain_freed(&self, state: &State) {
+        for (arena, &used) in self.arenas.iter().zip(&state.used) {
+            let _ = if used || !self.keep_warm.is_zero() {
+                arena.retain_freed()
+            } else {
+                arena.retain_freed_on_use()
+            };
         }
     }
 
-    fn return_freed(&self) {
-        for arena in &self.arenas {
-            let _ = arena.return_freed();
+    /// The end of work: every arena that kept freed pages, or in which something
+    /// happened, gives its free pages back; the others have nothing to give.
+    fn return_freed(&self, state: &mut State) {
+        for (arena, used) in self.arenas.iter().zip(&mut state.used) {
+            // As above; an error counts the arena as used.
+            *used = arena.return_freed_if_used().unwrap_or(true);
         }
     }
 
@@ -88,7 +110,7 @@ impl Shared {
                     if idle >= self.keep_warm {
                         // Under the lock, so a job starting meanwhile finds the arenas
                         // cold and sets them back to keeping pages after this.
-                        self.return_freed();
+                        self.return_freed(&mut state);
                         state.warm_since = None;
                         state
                     } else {
@@ -117,12 +139,21 @@ impl Jobs {
     /// once. With a `keep_warm` above zero, starts the timer's thread.
     pub(crate) fn new(arenas: Vec<Arc<Arena>>, keep_warm: Duration) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                used: vec![true; arenas.len()],
+                ..State::default()
+            }),
             arenas,
             keep_warm,
-            state: Mutex::new(State::default()),
             changed: Condvar::new(),
         });
-        shared.return_freed();
+        {
+            let mut state = shared.state();
+            shared.return_freed(&mut state);
+            // Nothing is known of the first job: every arena keeps its freed pages from
+            // its start, as a job that follows one that used them all.
+            state.used.fill(true);
+        }
         let timer = if keep_warm.is_zero() || shared.arenas.is_empty() {
             None
         } else {
@@ -145,7 +176,7 @@ impl Jobs {
     pub(crate) fn begin(&self) -> Job<'_> {
         let mut state = self.shared.state();
         if state.running == 0 && state.warm_since.take().is_none() {
-            self.shared.retain_freed();
+            self.shared.retain_freed(&state);
         }
         state.running += 1;
         Job { jobs: self }
@@ -161,7 +192,7 @@ impl Drop for Jobs {
         }
         // Whatever is still kept warm goes back now; dropping the arenas (after the
         // workers have let go of them) does the same for each.
-        self.shared.return_freed();
+        self.shared.return_freed(&mut self.shared.state());
     }
 }
 
@@ -207,7 +238,7 @@ impl Drop for Job<'_> {
             } else {
                 // Under the lock, so a job starting meanwhile finds the arenas cold
                 // and sets them back to keeping pages after this.
-                shared.return_freed();
+                shared.return_freed(&mut state);
             }
         }
     }
@@ -232,5 +263,32 @@ mod tests {
             wake_ups <= 1,
             "job ends woke the timer {wake_ups} times in 1,000 jobs"
         );
+    }
+
+    /// Only the arenas something happened in count as used, and only they keep freed
+    /// pages from the next start: the others make no control call at either end.
+    #[test]
+    fn only_arenas_used_in_a_job_are_used_in_the_next() {
+        let arenas: Vec<Arc<Arena>> = (0..16)
+            .map(|_| Arc::new(Arena::new().expect("an arena")))
+            .collect();
+        let jobs = Jobs::new(arenas.clone(), Duration::ZERO).expect("jobs");
+        let used = |jobs: &Jobs| -> Vec<usize> {
+            let state = jobs.shared.state();
+            (0..16).filter(|&i| state.used[i]).collect()
+        };
+        // Jobs in which no worker allocates.
+        drop(jobs.begin());
+        drop(jobs.begin());
+        assert_eq!(used(&jobs), Vec::<usize>::new());
+        // A job in which arena 3's worker allocates a large block.
+        let job = jobs.begin();
+        arenas[3].enter(|| drop(std::hint::black_box(vec![1u8; 1 << 20])));
+        drop(job);
+        assert_eq!(used(&jobs), vec![3]);
+        // It keeps freed pages from the next start; a job that leaves it alone makes it
+        // stand by again.
+        drop(jobs.begin());
+        assert_eq!(used(&jobs), Vec::<usize>::new());
     }
 }

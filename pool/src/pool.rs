@@ -48,13 +48,26 @@ use crate::ArenaPoolBuilder;
 ///
 /// Each worker keeps a thread cache: up to a few hundred freed objects of each size up
 /// to 32 KiB, which it reuses in the next job. Their pages stay resident while they are
-/// cached, so after a job a few MiB per worker can remain (docs/design.md gives the
-/// bound and its measurement). Dropping the pool flushes every worker's cache and gives
-/// all of it back.
+/// cached, so after a job a few MiB per worker typically remain, and at most
+/// [`thread_cache_worst_case`](arenapool_alloc::thread_cache_worst_case) per worker
+/// (46.3 MiB with jemalloc's defaults: every cached object alone in its slab, an
+/// allocation pattern docs/design.md describes). Dropping the pool flushes every
+/// worker's cache and gives all of it back.
+///
+/// # Dropping the pool
+///
+/// Dropping an `ArenaPool` tells its workers to exit, as dropping a rayon `ThreadPool`
+/// does, and then waits until they have, so that when the drop returns every worker has
+/// flushed its cache and let go of its arena. On a thread that is a rayon worker (of
+/// this pool, inside a job, or of any other pool) the drop does not wait: work still
+/// queued on this pool (a `spawn` task left behind) may be waiting for that very thread,
+/// and the wait would never end. The workers then exit on their own once their queued
+/// work is done, and their arenas are given back as they go, as with rayon.
 pub struct ArenaPool {
     // Fields drop in declaration order, which is the order shutdown must follow: the
     // workers are told to exit, the drop waits until they have (each unbinds and
-    // flushes its cache), then the arenas are released.
+    // flushes its cache; not on a rayon worker, see above), then the arenas are
+    // released.
     threads: ThreadPool,
     _exited: WaitForWorkers,
     jobs: Jobs,
@@ -105,10 +118,17 @@ impl ArenaPool {
     /// calls inside it (`par_iter`, `join`, `scope`, `spawn`) use this pool, and all that
     /// the workers allocate comes from the pool's arenas. While the job runs they keep
     /// the pages it frees, for reuse; when it ends, every free page goes back to the OS
-    /// (a few control calls by the calling thread: the workers are not interrupted, and
-    /// nothing waits for them), or, with [`keep_warm`](crate::ArenaPoolBuilder::keep_warm),
-    /// once the pool has been idle that long. `run` from inside a job of the same pool
-    /// is part of that job.
+    /// (a few control calls by the calling thread for each arena whose worker did
+    /// something: the workers are not interrupted, and nothing waits for them), or, with
+    /// [`keep_warm`](crate::ArenaPoolBuilder::keep_warm), once the pool has been idle
+    /// that long. `run` from inside a job of the same pool is part of that job.
+    ///
+    /// An arena whose worker did nothing in the last job costs nothing at the next
+    /// one's start: it goes on giving freed pages back at once until its worker
+    /// allocates a block of 16 KiB or more, or its first purge runs (see
+    /// [`Arena::retain_freed_on_use`]), which makes it keep them for the rest of the
+    /// job; its end then costs only a few loads if nothing happened in it. So a job of a
+    /// few tasks on a wide pool pays for the workers it uses, not for all of them.
     ///
     /// # Warning: what escapes a job
     ///

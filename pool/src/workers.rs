@@ -3,7 +3,8 @@
 //! A worker's start handler takes an arena and binds the thread to it; its exit handler
 //! unbinds it (flushing its cache) and lets go of the arena. The pool waits, when it is
 //! dropped, until every worker has exited, so that no thread is still bound to one of
-//! its arenas once the drop returns.
+//! its arenas once the drop returns; except when it is dropped on a rayon worker (of
+//! any pool), where waiting could deadlock (see [`Roster::wait_exited`]).
 
 use std::cell::RefCell;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -16,8 +17,6 @@ thread_local! {
 }
 
 struct Worker {
-    /// Which pool's worker this is (the address of that pool's [`Roster`]).
-    pool: usize,
     /// Dropping it flushes the worker's cache and restores its own arena.
     _binding: Option<Binding<'static>>,
 }
@@ -59,10 +58,6 @@ impl Roster {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn id(self: &Arc<Self>) -> usize {
-        Arc::as_ptr(self) as usize
-    }
-
     /// rayon's start handler for worker `index`: binds the thread to an arena of its
     /// own for its whole life, or runs it unbound if no arena can be had.
     pub(crate) fn start_worker(self: &Arc<Self>, index: usize) {
@@ -74,10 +69,7 @@ impl Roster {
             Err(e) => (None, Err(e)),
         };
         WORKER.with(|worker| {
-            *worker.borrow_mut() = Some(Worker {
-                pool: self.id(),
-                _binding: binding,
-            });
+            *worker.borrow_mut() = Some(Worker { _binding: binding });
         });
         let mut state = self.state();
         match arena {
@@ -118,14 +110,14 @@ impl Roster {
         (arenas, state.error.take())
     }
 
-    /// Waits until every worker has exited, unless the calling thread is one of them
-    /// (a worker cannot wait for its own exit).
-    pub(crate) fn wait_exited(self: &Arc<Self>) {
-        let me = self.id();
-        let on_worker = WORKER
-            .try_with(|worker| worker.borrow().as_ref().is_some_and(|w| w.pool == me))
-            .unwrap_or(false);
-        if on_worker {
+    /// Waits until every worker has exited, unless the calling thread is a rayon
+    /// worker: one of this pool's cannot wait for its own exit, and one of another
+    /// pool's may be the thread that work still queued on this pool waits for (a
+    /// leftover `spawn` task that calls into that pool), which would never end. There
+    /// the workers exit on their own after the drop, as rayon's do, each flushing its
+    /// cache and letting go of its arena as it goes.
+    pub(crate) fn wait_exited(&self) {
+        if rayon::current_thread_index().is_some() {
             return;
         }
         let mut state = self.state();

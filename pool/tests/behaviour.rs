@@ -543,3 +543,36 @@ fn map_stream_pulls_lazily_from_an_endless_iterator() {
     let stream = pool.map_stream(0..10, |i| i);
     assert_eq!(stream.size_hint(), (10, Some(10)));
 }
+
+/// Dropped on the only worker of another pool, while a task it left behind waits to
+/// run a job on that very pool: the drop does not wait for the pool's workers (that
+/// would never end), as rayon's does not.
+#[test]
+fn a_pool_dropped_on_a_worker_that_its_leftover_task_calls_into_does_not_deadlock() {
+    let other = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap(),
+    );
+    let (ran, ran_rx) = mpsc::channel();
+    let gate = Arc::new(Gate::default());
+    let task_gate = Arc::clone(&gate);
+    let on_other = Arc::clone(&other);
+    returns("dropping the pool on the other pool's worker", move || {
+        on_other.install(|| {
+            let pool = pool(1);
+            let other = Arc::clone(&on_other);
+            pool.run(|| {
+                rayon::spawn(move || {
+                    task_gate.wait();
+                    // Needs the other pool's only worker: the one dropping this pool.
+                    ran.send(other.install(|| 7)).unwrap();
+                })
+            });
+            gate.open();
+            drop(pool);
+        })
+    });
+    assert_eq!(ran_rx.recv_timeout(Duration::from_secs(60)), Ok(7));
+}
