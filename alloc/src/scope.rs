@@ -30,9 +30,9 @@ use crate::{Arena, Error, Report};
 /// worker thread, not the task. While `f` waits in a `join`, `scope` or parallel
 /// iterator of its own, rayon runs other tasks on that thread, and those run inside
 /// the scope: they allocate from its arena, their scratch is given back with it, and
-/// what they allocate counts in its report. Nothing becomes invalid (arenas are never reset), but memory is not attributed to the work it
-/// belongs to. Open the scope around the parallel work, not inside its tasks, or keep
-/// `f` free of rayon calls.
+/// what they allocate counts in its report. Nothing becomes invalid (arenas are never
+/// reset), but memory is not attributed to the work it belongs to. Open the scope
+/// around the parallel work, not inside its tasks, or keep `f` free of rayon calls.
 ///
 /// # Example
 ///
