@@ -138,8 +138,15 @@ impl Jobs {
     /// Takes the workers' arenas, which start idle and cold: returning freed pages at
     /// once. With a `keep_warm` above zero, starts the timer's thread.
     pub(crate) fn new(arenas: Vec<Arc<Arena>>, keep_warm: Duration) -> std::io::Result<Self> {
+        for arena in &arenas {
+            // Cannot fail for an existing arena; if it did, the arena would give its
+            // pages back only at the first job's end.
+            let _ = arena.return_freed();
+        }
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
+                // Nothing is known of the first job: every arena keeps its freed pages
+                // from its start, as after a job that used them all.
                 used: vec![true; arenas.len()],
                 ..State::default()
             }),
@@ -147,13 +154,6 @@ impl Jobs {
             keep_warm,
             changed: Condvar::new(),
         });
-        {
-            let mut state = shared.state();
-            shared.return_freed(&mut state);
-            // Nothing is known of the first job: every arena keeps its freed pages from
-            // its start, as a job that follows one that used them all.
-            state.used.fill(true);
-        }
         let timer = if keep_warm.is_zero() || shared.arenas.is_empty() {
             None
         } else {
