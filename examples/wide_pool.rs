@@ -86,9 +86,16 @@ fn transitions(
     started.elapsed() / jobs
 }
 
-fn median(times: &mut [Duration]) -> Duration {
+/// The median of `times`, and it printed in µs with the range: "median (min–max)".
+fn spread(times: &mut [Duration], decimals: usize) -> (Duration, String) {
     times.sort();
-    times[times.len() / 2]
+    let median = times[times.len() / 2];
+    let [min, max] = [times[0], times[times.len() - 1]].map(us);
+    let text = format!(
+        "{:.decimals$} ({min:.decimals$}–{max:.decimals$})",
+        us(median)
+    );
+    (median, text)
 }
 
 fn us(d: Duration) -> f64 {
@@ -127,7 +134,10 @@ fn args() -> Args {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = args();
-    println!("job      workers  rayon µs (range)        arenapool µs (range)    ratio");
+    println!(
+        "{:<8} {:>7}  {:<22}  {:<22}  {:>7}",
+        "job", "workers", "rayon µs (range)", "arenapool µs (range)", "ratio"
+    );
     for &n in &args.workers {
         let rayon = rayon::ThreadPoolBuilder::new().num_threads(n).build()?;
         let pool = ArenaPool::builder().num_threads(n).build()?;
@@ -148,26 +158,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
             }
-            let (p, o) = (median(&mut plain), median(&mut ours));
-            println!(
-                "{kind:<8} {n:>7}  {:>7.1} ({:.1}–{:.1})  {:>9.1} ({:.1}–{:.1})  {:>6.2}x",
-                us(p),
-                us(plain[0]),
-                us(plain[plain.len() - 1]),
-                us(o),
-                us(ours[0]),
-                us(ours[ours.len() - 1]),
-                o.as_secs_f64() / p.as_secs_f64(),
-            );
+            let ((p, plain), (o, ours)) = (spread(&mut plain, 1), spread(&mut ours, 1));
+            let ratio = o.as_secs_f64() / p.as_secs_f64();
+            println!("{kind:<8} {n:>7}  {plain:<22}  {ours:<22}  {ratio:>6.2}x");
             if !limit.is_empty() {
-                let l = median(&mut limit);
+                let (l, limit) = spread(&mut limit, 1);
+                let ratio = o.as_secs_f64() / l.as_secs_f64();
                 println!(
-                    "{:<8} {n:>7}  {:>7.1} ({:.1}–{:.1})  rayon + madvise: the limit; arenapool {:.2}x it",
-                    "  limit",
-                    us(l),
-                    us(limit[0]),
-                    us(limit[limit.len() - 1]),
-                    o.as_secs_f64() / l.as_secs_f64(),
+                    "{:<8} {n:>7}  {limit:<22}  rayon + madvise: the limit; arenapool {ratio:.2}x it",
+                    "  limit"
                 );
             }
         }
@@ -196,15 +195,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         ));
     }
-    let (e, s) = (median(&mut eager), median(&mut standing_by));
-    println!(
-        "start + end of {n} arenas: every one set {:.1} µs ({:.1}–{:.1}), standing by {:.2} µs ({:.2}–{:.2})",
-        us(e),
-        us(eager[0]),
-        us(eager[eager.len() - 1]),
-        us(s),
-        us(standing_by[0]),
-        us(standing_by[standing_by.len() - 1]),
-    );
+    let ((_, eager), (_, standing_by)) = (spread(&mut eager, 1), spread(&mut standing_by, 2));
+    println!("start + end of {n} arenas: every one set {eager} µs, standing by {standing_by} µs");
     Ok(())
 }
