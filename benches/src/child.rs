@@ -8,7 +8,7 @@ use crate::{Contender, Executor, Scale, Workload};
 /// The entry point of every contender binary, after it has installed its allocator.
 ///
 /// Usage: `bench-<contender> WORKLOAD SCALE THREADS`. Runs the workload, printing its
-/// phase markers and checksum on stdout (see [`Message`]). Exits with 2 on bad
+/// phase markers, checksum and huge pages at its end on stdout (see [`Message`]). Exits with 2 on bad
 /// arguments or a misconfigured allocator.
 pub fn child_main(contender: Contender) -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,6 +27,10 @@ pub fn child_main(contender: Contender) -> ExitCode {
             };
             let sum = workload.run(&exec, scale);
             emit(&Message::Check(sum));
+            // After the timed work: a reading walks the page tables.
+            if let Some(huge) = crate::smaps::anon_huge_of(std::process::id(), &mut String::new()) {
+                emit(&Message::Huge(huge));
+            }
             // Exit with the pools' workers still parked, as a program on rayon's global
             // pool does: tearing thread pools down is not part of any workload, and
             // threads exiting while the process exits crash some allocators (rpmalloc).

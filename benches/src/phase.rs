@@ -3,10 +3,13 @@
 //! ```text
 //! PHASE <name> <rss bytes> <microseconds since the start marker>
 //! CHECK <checksum, hex>
+//! HUGE <bytes in transparent huge pages>
 //! ```
 //!
 //! Every workload prints a `start` phase first (after its setup) and ends with the
-//! phase whose RSS is "RSS after the phase". Any other line is ignored by the runner, so
+//! phase whose RSS is "RSS after the phase". The child then prints its checksum and,
+//! where the kernel tells it, its anonymous memory in huge pages at its end: the runner's
+//! sampler cannot read that of a child that exits before the sampler's first reading. Any other line is ignored by the runner, so
 //! a contender that prints something of its own does not break the protocol.
 
 use std::fmt;
@@ -21,6 +24,9 @@ pub enum Message {
     /// The workload's result checksum: equal for every contender, or a contender
     /// computed something else.
     Check(u64),
+    /// The child's anonymous memory in transparent huge pages (`AnonHugePages`) at its
+    /// end, after its last phase, read by the child itself.
+    Huge(usize),
 }
 
 /// The end of one phase, as the child measured it.
@@ -46,6 +52,7 @@ impl Message {
                 Message::Phase(Marker { name, rss, elapsed })
             }
             "CHECK" => Message::Check(u64::from_str_radix(words.next()?, 16).ok()?),
+            "HUGE" => Message::Huge(words.next()?.parse().ok()?),
             _ => return None,
         };
         match words.next() {
@@ -60,6 +67,7 @@ impl fmt::Display for Message {
         match self {
             Message::Phase(m) => write!(f, "PHASE {} {} {}", m.name, m.rss, m.elapsed.as_micros()),
             Message::Check(sum) => write!(f, "CHECK {sum:016x}"),
+            Message::Huge(bytes) => write!(f, "HUGE {bytes}"),
         }
     }
 }
@@ -123,6 +131,9 @@ mod tests {
         let c = Message::Check(0xdead_beef_0042);
         assert_eq!(c.to_string(), "CHECK 0000deadbeef0042");
         assert_eq!(Message::parse(&c.to_string()), Some(c));
+        let h = Message::Huge(4 << 20);
+        assert_eq!(h.to_string(), "HUGE 4194304");
+        assert_eq!(Message::parse(&h.to_string()), Some(h));
     }
 
     #[test]
@@ -148,6 +159,10 @@ mod tests {
             "CHECK",
             "CHECK xyz",
             "CHECK 12 13",
+            "HUGE",
+            "HUGE -1",
+            "HUGE 2.5",
+            "HUGE 12 kB",
         ] {
             assert_eq!(Message::parse(bad), None, "{bad:?}");
         }

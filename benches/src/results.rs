@@ -121,8 +121,8 @@ pub struct Run {
     /// Peak RSS (the kernel's high-water mark), in bytes.
     pub peak_rss: usize,
     /// Peak of the child's anonymous memory in transparent huge pages (`AnonHugePages`
-    /// of `/proc/<pid>/smaps_rollup`), in bytes, over the sampler's readings; `None` if
-    /// it was never read.
+    /// of `/proc/<pid>/smaps_rollup`), in bytes, over the sampler's readings and the
+    /// child's own at its end; `None` if it was never read.
     pub peak_anon_huge: Option<usize>,
     /// Minor page faults of the child (`ru_minflt`): pages it touched that were not
     /// resident, served without I/O. A huge page is one fault for 2 MiB.

@@ -324,6 +324,10 @@ impl Child<'_> {
                     at_ms: at.as_millis() as u64,
                 }),
                 Message::Check(sum) => run.checksum = Some(format!("{sum:016x}")),
+                // A reading the sampler may have missed: the child's own, at its end.
+                Message::Huge(huge) => {
+                    run.peak_anon_huge = Some(run.peak_anon_huge.map_or(huge, |p| p.max(huge)));
+                }
             }
         }
         run.stderr = tail(&errors.join().unwrap_or_default(), 2000);

@@ -421,8 +421,8 @@ pub(crate) fn text(results: &Results) -> String {
     let _ = writeln!(
         out,
         "\n{}: medians, (smallest–largest) after them; time = workload time from \
-         its start marker to its last; peak AnonHugePages = the most memory the \
-         sampler saw in transparent huge pages; minor faults = the whole process's; \
+         its start marker to its last; peak AnonHugePages = the most memory seen in \
+         transparent huge pages, by the sampler or by the child at its end; minor faults = the whole process's; \
          suite took {:.0} s",
         repetitions(results.reps),
         results.total_s
@@ -439,8 +439,8 @@ pub(crate) fn markdown(results: &Results) -> String {
         out,
         "Scale `{}`, {}, {} threads, {} CPUs; the suite took {:.0} s. \
          Medians, with the smallest and largest repetition in parentheses; ratios are to \
-         `{}`. *Peak AnonHugePages* is the most of a process's memory the sampler saw in \
-         transparent huge pages; *minor faults* are the whole process's.\n",
+         `{}`. *Peak AnonHugePages* is the most of a process's memory seen in transparent \
+         huge pages, by the sampler or by the child at its end; *minor faults* are the whole process's.\n",
         results.scale.name(),
         repetitions(results.reps),
         threads.join(", "),

@@ -346,6 +346,14 @@ fn thread_sweep_runs_each_count_and_charts_it() {
     assert!(md.contains("| contender | 1 threads | 3 threads |"), "{md}");
 }
 
+/// Writes a shell script `name` into `bins` that a run starts in place of a contender.
+fn fake_contender(bins: &Path, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = bins.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// A contender that dies is reported with what killed it, not left out.
 #[test]
 fn crashed_and_out_of_memory_contenders_are_reported() {
@@ -353,12 +361,7 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
     std::fs::create_dir_all(&bins).unwrap();
     let real = Path::new(env!("CARGO_BIN_EXE_bench-jemalloc"));
     std::os::unix::fs::symlink(real, bins.join("bench-jemalloc")).unwrap();
-    let script = |name: &str, body: &str| {
-        let path = bins.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    };
+    let script = |name: &str, body: &str| fake_contender(&bins, name, body);
     script("bench-glibc", "echo 'PHASE start 4096 0'; kill -9 $$");
     script(
         "bench-rpmalloc",
@@ -418,4 +421,62 @@ fn crashed_and_out_of_memory_contenders_are_reported() {
     assert_eq!(summaries[4]["ok_runs"], 0);
     assert_eq!(run("rpmalloc")["status"]["at_exit"], true);
     assert_eq!(run("glibc")["status"]["at_exit"], false);
+}
+
+/// A child's own huge-page reading at its end counts in its peak: the sampler cannot
+/// read a child that exits before its first tick.
+#[test]
+fn the_huge_pages_a_child_reports_at_its_end_count_in_its_peak() {
+    let bins = out_dir("fake-huge");
+    std::fs::create_dir_all(&bins).unwrap();
+    // More than a shell can hold, so only the child's message can give this figure.
+    let huge: u64 = 3 << 30;
+    fake_contender(
+        &bins,
+        "bench-glibc",
+        &format!(
+            "echo 'PHASE start 4096 0'; echo 'PHASE done 4096 10'; echo 'CHECK 00ff'; \
+             echo 'HUGE {huge}'"
+        ),
+    );
+    let out = out_dir("huge-at-end");
+    runner(
+        &[
+            "--tiny",
+            "--only",
+            "s1-phase",
+            "--contenders",
+            "glibc",
+            "--bin-dir",
+            bins.to_str().unwrap(),
+        ],
+        &out,
+    );
+    let r = results(&out);
+    let s = &r["summaries"][0];
+    assert_eq!(s["status"], "ok", "{s}");
+    assert_eq!(
+        s["peak_anon_huge"]["min"].as_f64(),
+        Some(huge as f64),
+        "{s}"
+    );
+    assert_eq!(
+        s["peak_anon_huge"]["max"].as_f64(),
+        Some(huge as f64),
+        "{s}"
+    );
+}
+
+/// A real contender prints its huge pages after its checksum, when it is done.
+#[test]
+fn a_contender_prints_its_huge_pages_at_its_end() {
+    let child = Command::new(env!("CARGO_BIN_EXE_bench-jemalloc"))
+        .args(["cache-scratch", "tiny", "2"])
+        .output()
+        .expect("the contender starts");
+    assert!(child.status.success(), "{child:?}");
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let bytes: Option<u64> = last.strip_prefix("HUGE ").and_then(|b| b.parse().ok());
+    assert!(bytes.is_some(), "{stdout}");
 }
