@@ -15,8 +15,9 @@
 //! for work that frees small objects on other threads costs several times the job's
 //! time. So the first purge of such an arena also switches it: the extent hooks, which
 //! see every purge, mark the arena (see [`purging`]) and wake a thread of this
-//! module's, started with the first arena that stands by, which switches it from
-//! outside jemalloc (a hook runs inside jemalloc, with its locks held, where no control
+//! module's, started with the first arena that stands by (again in a child made by
+//! `fork`, which has none of its parent's threads), which switches it from outside
+//! jemalloc (a hook runs inside jemalloc, with its locks held, where no control
 //! call may be made). The work pays for the purges made before that thread runs.
 //!
 //! The switch (on a worker or on that thread) and the end race only through [`clear`]:
@@ -24,8 +25,9 @@
 //! while it sets the decay, so an end that lost waits for it and then gives the pages
 //! back.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::Once;
 use std::thread::{self, Thread};
 
 use crate::ctl::ARENAS_ALL;
@@ -40,45 +42,105 @@ static STANDING_BY: [AtomicBool; ARENAS_ALL as usize] =
 static PURGED: [AtomicU64; ARENAS_ALL as usize / 64] =
     [const { AtomicU64::new(0) }; ARENAS_ALL as usize / 64];
 
-/// The switcher's thread, once started; `None` if it could not be.
-static SWITCHER: OnceLock<Option<Thread>> = OnceLock::new();
+/// The switcher's thread's handle, leaked, once it runs; null before. A load is all a
+/// hook needs to wake it.
+static SWITCHER: AtomicPtr<Thread> = AtomicPtr::new(ptr::null_mut());
+
+/// Where the start of the switcher's thread stands in this process: one of the four
+/// below. A child made by `fork` has none of its parent's threads, so it starts again
+/// from [`NOT_STARTED`] (see [`after_fork_in_child`]).
+static SWITCHER_STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
+const NOT_STARTED: u8 = 0;
+const STARTING: u8 = 1;
+const RUNNING: u8 = 2;
+const FAILED: u8 = 3;
+
+/// The `fork` handler's registration, made once in the first process that starts a
+/// switcher (a child inherits it).
+static AT_FORK: Once = Once::new();
 
 /// Makes arena `index`, idle (decay 0), stand by; returns `false`, and changes nothing,
-/// if the switcher's thread cannot be started (the caller then keeps the arena's freed
-/// pages at once instead).
+/// if the switcher's thread is not running and cannot be started now (it failed to
+/// start, or another thread is starting it): the caller then keeps the arena's freed
+/// pages at once instead.
 pub(crate) fn stand_by(index: u32) -> bool {
-    if switcher().is_none() {
-        return false;
+    let running = match SWITCHER_STATE.load(Ordering::Acquire) {
+        RUNNING => true,
+        NOT_STARTED => start_switcher(),
+        _ => false,
+    };
+    if running {
+        STANDING_BY[index as usize].store(true, Ordering::Release);
     }
-    STANDING_BY[index as usize].store(true, Ordering::Release);
-    true
+    running
 }
 
-fn switcher() -> Option<&'static Thread> {
-    SWITCHER
-        .get_or_init(|| {
-            thread::Builder::new()
-                .name("arenapool-standby".into())
-                .spawn(run_switcher)
-                .ok()
-                .map(|handle| handle.thread().clone())
-        })
-        .as_ref()
+/// Starts the switcher's thread, unless another thread is already starting it; returns
+/// whether it runs. No lock: a `fork` while another thread starts it leaves the child
+/// nothing to wait for.
+#[cold]
+fn start_switcher() -> bool {
+    if SWITCHER_STATE
+        .compare_exchange(NOT_STARTED, STARTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return SWITCHER_STATE.load(Ordering::Acquire) == RUNNING;
+    }
+    AT_FORK.call_once(|| {
+        // SAFETY: the handler only stores to atomics, which is what a child of a
+        // multithreaded process may do before it execs; it is a plain `extern "C"`
+        // function that lives as long as the process. If registration fails (no
+        // memory), a child after `fork` has no switcher: its arenas that stand by then
+        // switch on large blocks only, slower for small ones, still right.
+        let _ = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+    let spawned = thread::Builder::new()
+        .name("arenapool-standby".into())
+        .spawn(run_switcher);
+    match spawned {
+        Ok(handle) => {
+            // Leaked: a hook may wake the thread at any time, for the rest of the
+            // process.
+            let thread = Box::into_raw(Box::new(handle.thread().clone()));
+            SWITCHER.store(thread, Ordering::SeqCst);
+            // A hook that marked an arena before that store saw no thread to wake (in a
+            // child, an arena may stand by before its switcher runs); this wake-up
+            // makes the thread look at the marks once more after the store. With both
+            // sides sequentially consistent, either the hook sees the thread or this
+            // look sees the mark.
+            handle.thread().unpark();
+            SWITCHER_STATE.store(RUNNING, Ordering::Release);
+            true
+        }
+        Err(_) => {
+            SWITCHER_STATE.store(FAILED, Ordering::Release);
+            false
+        }
+    }
 }
 
-/// The switcher's thread: waits to be woken by [`purging`], then switches every arena
-/// marked.
+/// Runs in the child of every `fork` (`pthread_atfork`): the switcher's thread is the
+/// parent's, so the child's next arena to stand by starts its own. The parent's handle
+/// stays allocated in the child, unused. Arenas marked for a switch stay marked; the
+/// new thread switches them when it is first woken.
+extern "C" fn after_fork_in_child() {
+    SWITCHER.store(ptr::null_mut(), Ordering::Relaxed);
+    SWITCHER_STATE.store(NOT_STARTED, Ordering::Relaxed);
+}
+
+/// The switcher's thread: switches every arena marked, then waits to be woken by
+/// [`purging`] (or by its start, see [`start_switcher`]) and does it again.
 fn run_switcher() {
     loop {
-        thread::park();
         for (word, bits) in PURGED.iter().enumerate() {
-            let mut marked = bits.swap(0, Ordering::Acquire);
+            let mut marked = bits.swap(0, Ordering::SeqCst);
             while marked != 0 {
                 let index = (word * 64) as u32 + marked.trailing_zeros();
                 marked &= marked - 1;
                 wake(index);
             }
         }
+        thread::park();
     }
 }
 
@@ -94,9 +156,11 @@ pub(crate) fn purging(arena: u32) {
         return;
     }
     let bit = 1u64 << (arena % 64);
-    let before = PURGED[arena as usize / 64].fetch_or(bit, Ordering::Release);
+    let before = PURGED[arena as usize / 64].fetch_or(bit, Ordering::SeqCst);
     if before & bit == 0 {
-        if let Some(Some(switcher)) = SWITCHER.get() {
+        let switcher = SWITCHER.load(Ordering::SeqCst);
+        // SAFETY: a non-null pointer is a leaked `Thread`, never freed.
+        if let Some(switcher) = unsafe { switcher.as_ref() } {
             switcher.unpark();
         }
     }
