@@ -8,8 +8,8 @@ use crate::{Contender, Executor, Scale, Workload};
 /// The entry point of every contender binary, after it has installed its allocator.
 ///
 /// Usage: `bench-<contender> WORKLOAD SCALE THREADS`. Runs the workload, printing its
-/// phase markers, checksum and huge pages at its end on stdout (see [`Message`]). Exits with 2 on bad
-/// arguments or a misconfigured allocator.
+/// phase markers, its checksum and its huge pages at its end on stdout (see
+/// [`Message`]). Exits with 2 on bad arguments or a misconfigured allocator.
 pub fn child_main(contender: Contender) -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match parse(&args) {

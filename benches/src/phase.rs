@@ -8,9 +8,10 @@
 //!
 //! Every workload prints a `start` phase first (after its setup) and ends with the
 //! phase whose RSS is "RSS after the phase". The child then prints its checksum and,
-//! where the kernel tells it, its anonymous memory in huge pages at its end: the runner's
-//! sampler cannot read that of a child that exits before the sampler's first reading. Any other line is ignored by the runner, so
-//! a contender that prints something of its own does not break the protocol.
+//! where the kernel tells it, its anonymous memory in huge pages at its end: the
+//! runner's sampler cannot read that of a child that exits before the sampler's first
+//! reading. Any other line is ignored by the runner, so a contender that prints
+//! something of its own does not break the protocol.
 
 use std::fmt;
 use std::io::Write;

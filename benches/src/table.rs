@@ -422,8 +422,8 @@ pub(crate) fn text(results: &Results) -> String {
         out,
         "\n{}: medians, (smallest–largest) after them; time = workload time from \
          its start marker to its last; peak AnonHugePages = the most memory seen in \
-         transparent huge pages, by the sampler or by the child at its end; minor faults = the whole process's; \
-         suite took {:.0} s",
+         transparent huge pages, by the sampler or by the child at its end; minor \
+         faults = the whole process's; suite took {:.0} s",
         repetitions(results.reps),
         results.total_s
     );
@@ -440,7 +440,8 @@ pub(crate) fn markdown(results: &Results) -> String {
         "Scale `{}`, {}, {} threads, {} CPUs; the suite took {:.0} s. \
          Medians, with the smallest and largest repetition in parentheses; ratios are to \
          `{}`. *Peak AnonHugePages* is the most of a process's memory seen in transparent \
-         huge pages, by the sampler or by the child at its end; *minor faults* are the whole process's.\n",
+         huge pages, by the sampler or by the child at its end; *minor faults* are the \
+         whole process's.\n",
         results.scale.name(),
         repetitions(results.reps),
         threads.join(", "),
