@@ -5,40 +5,14 @@
 mod common;
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-use arenapool_alloc::{flush_thread_cache, Arena, ArenaAlloc};
+use arenapool_alloc::{Arena, ArenaAlloc};
 use common::*;
 
 #[global_allocator]
 static GLOBAL: ArenaAlloc = ArenaAlloc;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// An arena that stands by: idle (its free pages given back), then left to
-/// `retain_freed_on_use`.
-fn standing_by() -> Arena {
-    let arena = Arena::new().expect("an arena");
-    arena.return_freed().expect("idle");
-    arena.retain_freed_on_use().expect("standing by");
-    arena
-}
-
-/// Allocates `bytes` in blocks of `block` bytes on the calling thread, touches them,
-/// and frees them. The list of blocks is `list`, allocated by the caller: inside an
-/// arena that stands by, a list of 16 KiB or more made here would itself be a large
-/// block.
-fn churn(list: &mut Vec<Vec<u8>>, bytes: usize, block: usize) {
-    assert!(list.capacity() >= bytes / block);
-    list.extend((0..bytes / block).map(|i| vec![(i % 251) as u8 + 1; block]));
-    std::hint::black_box(&list);
-    list.clear();
-}
-
-/// A list for [`churn`].
-fn list(bytes: usize, block: usize) -> Vec<Vec<u8>> {
-    Vec::with_capacity(bytes / block)
-}
 
 #[test]
 fn a_large_block_makes_the_arena_keep_freed_pages_until_its_end() {
@@ -102,15 +76,7 @@ fn small_blocks_alone_switch_the_arena_at_its_first_purge() {
     // then on the arena keeps its freed pages. The switch is made by a thread of its
     // own, so the work is repeated until its pages are seen kept.
     let mut blocks = list(16 * MIB, 1024);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let kept = arena.enter(|| loop {
-        churn(&mut blocks, 16 * MIB, 1024);
-        flush_thread_cache().expect("a flush");
-        let now = rss();
-        if now > before + 12 * MIB || Instant::now() > deadline {
-            return now;
-        }
-    });
+    let kept = churn_small_until_kept(&arena, &mut blocks, before);
     eprintln!("kept after the work: {:+.1} MiB", mib_diff(kept, before));
     assert!(
         kept > before + 12 * MIB,

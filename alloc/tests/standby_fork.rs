@@ -3,76 +3,38 @@
 //! it forks, and the child measures its RSS.
 mod common;
 
-use std::time::{Duration, Instant};
-
 use arenapool_alloc::{flush_thread_cache, Arena, ArenaAlloc};
 use common::*;
 
 #[global_allocator]
 static GLOBAL: ArenaAlloc = ArenaAlloc;
 
-/// An arena that stands by: idle (its free pages given back), then left to
-/// `retain_freed_on_use`.
-fn standing_by() -> Arena {
-    let arena = Arena::new().expect("an arena");
-    arena.return_freed().expect("idle");
-    arena.retain_freed_on_use().expect("standing by");
-    arena
-}
-
-/// Allocates 16 MiB in objects of 1 KiB in `arena`, touches and frees them, until the
-/// arena is seen to keep them (its first emptied slab was purged, which asks for the
-/// switch) or 30 s have passed; returns what it kept, in bytes above `before`. `list`
-/// is allocated outside the arena (a list of 16 KiB or more made inside would be a
-/// large block, which switches the arena by itself).
-fn churn_until_kept(arena: &Arena, list: &mut Vec<Vec<u8>>, before: usize) -> isize {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    arena.enter(|| loop {
-        list.extend((0..16 * MIB / 1024).map(|i| vec![(i % 251) as u8 + 1; 1024]));
-        std::hint::black_box(&list);
-        list.clear();
-        flush_thread_cache().expect("a flush");
-        let kept = rss() as isize - before as isize;
-        if kept > 12 * MIB as isize || Instant::now() > deadline {
-            return kept;
-        }
-    })
-}
-
 /// The child's part; `Err` says what went wrong.
 fn in_the_child(inherited: &Arena) -> Result<(), String> {
-    let mut list = Vec::with_capacity(16 * MIB / 1024);
+    let mut blocks = list(16 * MIB, 1024);
     // A purge in the arena that stood by in the parent: it marks the arena, and no
     // switcher of the child's runs to see it.
-    let before = rss();
     inherited.enter(|| {
-        list.extend((0..16 * MIB / 1024).map(|i| vec![(i % 251) as u8 + 1; 1024]));
-        list.clear();
+        churn(&mut blocks, 16 * MIB, 1024);
         flush_thread_cache().expect("a flush");
     });
     // The child's first arena to stand by starts its switcher, which looks at the marks
     // it finds: the inherited arena switches without another wake-up (its next purges
     // find it marked already, and wake nobody).
     let own = standing_by();
-    let kept = churn_until_kept(inherited, &mut list, before);
-    eprintln!("inherited arena: kept {:+.1} MiB", kept as f64 / MIB as f64);
-    if kept <= 12 * MIB as isize {
-        return Err(format!(
-            "the inherited arena went on giving freed pages back: {:+.1} MiB after 30 s",
-            kept as f64 / MIB as f64
-        ));
-    }
-    let before = rss();
-    let kept = churn_until_kept(&own, &mut list, before);
-    eprintln!(
-        "the child's arena: kept {:+.1} MiB",
-        kept as f64 / MIB as f64
-    );
-    if kept <= 12 * MIB as isize {
-        return Err(format!(
-            "the child's arena went on giving freed pages back: {:+.1} MiB after 30 s",
-            kept as f64 / MIB as f64
-        ));
+    for (name, arena) in [
+        ("the inherited arena", inherited),
+        ("the child's arena", &own),
+    ] {
+        let before = rss();
+        let kept = churn_small_until_kept(arena, &mut blocks, before);
+        eprintln!("{name}: kept {:+.1} MiB", mib_diff(kept, before));
+        if kept <= before + 12 * MIB {
+            return Err(format!(
+                "{name} went on giving freed pages back: {:+.1} MiB after 30 s",
+                mib_diff(kept, before)
+            ));
+        }
     }
     let used = own.return_freed_if_used().map_err(|e| e.to_string())?;
     let inherited_used = inherited

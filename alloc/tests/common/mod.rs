@@ -36,3 +36,49 @@ pub fn rss() -> usize {
 pub fn mib_diff(a: usize, b: usize) -> f64 {
     (a as f64 - b as f64) / MIB as f64
 }
+
+/// An arena that stands by: idle (its free pages given back), then left to
+/// `retain_freed_on_use`.
+pub fn standing_by() -> arenapool_alloc::Arena {
+    let arena = arenapool_alloc::Arena::new().expect("an arena");
+    arena.return_freed().expect("idle");
+    arena.retain_freed_on_use().expect("standing by");
+    arena
+}
+
+/// Allocates `bytes` in blocks of `block` bytes on the calling thread, touches them,
+/// and frees them. The list of blocks is `list`, allocated by the caller: inside an
+/// arena that stands by, a list of 16 KiB or more made here would itself be a large
+/// block.
+pub fn churn(list: &mut Vec<Vec<u8>>, bytes: usize, block: usize) {
+    assert!(list.capacity() >= bytes / block);
+    list.extend((0..bytes / block).map(|i| vec![(i % 251) as u8 + 1; block]));
+    std::hint::black_box(&list);
+    list.clear();
+}
+
+/// A list for [`churn`].
+pub fn list(bytes: usize, block: usize) -> Vec<Vec<u8>> {
+    Vec::with_capacity(bytes / block)
+}
+
+/// Churns 16 MiB in objects of 1 KiB in `arena` (see [`churn`]; `list` from
+/// [`list`]), flushing the thread's cache each time, until RSS is more than 12 MiB
+/// above `before` or 30 s have passed; returns the RSS then. Objects that small never
+/// switch an arena that stands by, so the RSS grows only once its first purge has
+/// switched it, on a thread of arenapool's: hence the repeats.
+pub fn churn_small_until_kept(
+    arena: &arenapool_alloc::Arena,
+    list: &mut Vec<Vec<u8>>,
+    before: usize,
+) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    arena.enter(|| loop {
+        churn(list, 16 * MIB, 1024);
+        arenapool_alloc::flush_thread_cache().expect("a flush");
+        let now = rss();
+        if now > before + 12 * MIB || std::time::Instant::now() > deadline {
+            return now;
+        }
+    })
+}
