@@ -14,6 +14,22 @@ static GLOBAL: ArenaAlloc = ArenaAlloc;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// Ends the work of `arena`, which must have been used, and checks that the end gave
+/// back the pages it kept: RSS less than 8 MiB above `before`.
+fn the_end_gives_back_what_was_kept(arena: &Arena, before: usize) {
+    assert!(
+        arena.return_freed_if_used().expect("the end"),
+        "it was used"
+    );
+    let after = rss();
+    eprintln!("after the end: {:+.1} MiB", mib_diff(after, before));
+    assert!(
+        after < before + 8 * MIB,
+        "the end did not give the kept pages back: {:+.1} MiB",
+        mib_diff(after, before)
+    );
+}
+
 #[test]
 fn a_large_block_makes_the_arena_keep_freed_pages_until_its_end() {
     let _one = ONE_AT_A_TIME
@@ -36,17 +52,7 @@ fn a_large_block_makes_the_arena_keep_freed_pages_until_its_end() {
         "the arena gave the freed block back: {:+.1} MiB",
         mib_diff(kept, before)
     );
-    assert!(
-        arena.return_freed_if_used().expect("the end"),
-        "it was used"
-    );
-    let after = rss();
-    eprintln!("after the end: {:+.1} MiB", mib_diff(after, before));
-    assert!(
-        after < before + 8 * MIB,
-        "the end did not give the kept pages back: {:+.1} MiB",
-        mib_diff(after, before)
-    );
+    the_end_gives_back_what_was_kept(&arena, before);
 }
 
 #[test]
@@ -83,16 +89,7 @@ fn small_blocks_alone_switch_the_arena_at_its_first_purge() {
         "the arena went on giving freed pages back: {:+.1} MiB after 30 s",
         mib_diff(kept, before)
     );
-    assert!(
-        arena.return_freed_if_used().expect("the end"),
-        "it was used"
-    );
-    let after = rss();
-    assert!(
-        after < before + 8 * MIB,
-        "the end did not give the kept pages back: {:+.1} MiB",
-        mib_diff(after, before)
-    );
+    the_end_gives_back_what_was_kept(&arena, before);
 }
 
 #[test]
