@@ -13,10 +13,11 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 use std::ptr;
-use std::sync::atomic::AtomicUsize;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use tikv_jemalloc_sys as ffi;
+
+use crate::faults::{self, Fault};
 
 /// `MALLCTL_ARENAS_ALL`: the pseudo arena index that addresses every arena at once.
 pub(crate) const ARENAS_ALL: u32 = 4096;
@@ -34,6 +35,9 @@ pub(crate) struct CtlError {
 }
 
 pub(crate) type CtlResult<T> = Result<T, CtlError>;
+
+/// How many times a control call refused with `EAGAIN` is made in all.
+const ATTEMPTS: u32 = 3;
 
 /// One cached MIB: its name (for errors) and its components.
 #[derive(Clone, Copy)]
@@ -68,7 +72,9 @@ impl<const N: usize> Mib<N> {
         self
     }
 
-    /// `mallctlbymib` with raw old/new pointers.
+    /// `mallctlbymib` with raw old/new pointers. A call jemalloc refuses with `EAGAIN`
+    /// (it could not get memory for the call; a control that fails changes nothing) is
+    /// made again, up to [`ATTEMPTS`] in all.
     ///
     /// # Safety
     /// `old`/`new` must be null or point to values of exactly the type this control
@@ -80,9 +86,19 @@ impl<const N: usize> Mib<N> {
         new: *mut c_void,
         new_len: usize,
     ) -> CtlResult<()> {
-        // SAFETY: the MIB came from `mallctlnametomib` with exactly `N` components; the
-        // pointer contract is the caller's.
-        let rc = unsafe { ffi::mallctlbymib(self.mib.as_ptr(), N, old, old_len, new, new_len) };
+        let mut rc = libc::EAGAIN;
+        for _ in 0..ATTEMPTS {
+            rc = if faults::should_fail(Fault::Control) {
+                libc::EAGAIN
+            } else {
+                // SAFETY: the MIB came from `mallctlnametomib` with exactly `N`
+                // components; the pointer contract is the caller's.
+                unsafe { ffi::mallctlbymib(self.mib.as_ptr(), N, old, old_len, new, new_len) }
+            };
+            if rc != libc::EAGAIN {
+                break;
+            }
+        }
         if rc == 0 {
             Ok(())
         } else {
@@ -247,9 +263,33 @@ impl Mibs {
     }
 }
 
+/// The MIBs, once looked up: a leaked box, never freed.
+static MIBS: AtomicPtr<CtlResult<Mibs>> = AtomicPtr::new(ptr::null_mut());
+
+/// The MIBs, looked up on first use. No lock and no wait: threads that race to look them
+/// up each do it, and the first to publish its table wins (the others free theirs). A
+/// `fork` at any point leaves the child nothing to wait for.
 fn mibs() -> CtlResult<&'static Mibs> {
-    static MIBS: OnceLock<CtlResult<Mibs>> = OnceLock::new();
-    MIBS.get_or_init(Mibs::lookup).as_ref().map_err(|e| *e)
+    let mut mibs = MIBS.load(Ordering::Acquire);
+    if mibs.is_null() {
+        mibs = publish_mibs();
+    }
+    // SAFETY: a non-null pointer is a leaked box, never freed or written again.
+    unsafe { &*mibs }.as_ref().map_err(|e| *e)
+}
+
+#[cold]
+#[inline(never)]
+fn publish_mibs() -> *mut CtlResult<Mibs> {
+    let mine = Box::into_raw(Box::new(Mibs::lookup()));
+    match MIBS.compare_exchange(ptr::null_mut(), mine, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => mine,
+        Err(theirs) => {
+            // SAFETY: `mine` was never published: this thread owns it alone.
+            drop(unsafe { Box::from_raw(mine) });
+            theirs
+        }
+    }
 }
 
 /// `Ok` when every control this crate uses exists in the linked jemalloc; otherwise

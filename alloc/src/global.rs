@@ -9,7 +9,7 @@ use tikv_jemalloc_sys as ffi;
 use tikv_jemallocator::Jemalloc;
 
 use crate::ctl::{self, CtlError};
-use crate::{phase, purge, standby, Error};
+use crate::{binding, phase, purge, recycler, standby, Error};
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge, and
 /// phases that catch every thread's large allocations.
@@ -92,18 +92,24 @@ unsafe impl GlobalAlloc for ArenaAlloc {
 #[inline(never)]
 unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
     standby::before_large_alloc();
-    match phase::route(layout.size()) {
-        Some(arena) => {
-            let flags = phase::mallocx_flags(Some(arena), layout.align(), layout.size());
-            // SAFETY: the size is non-zero (at least `FLOOR`), the flags name an existing
-            // arena and a power-of-two alignment (`Layout`'s).
-            unsafe { ffi::mallocx(layout.size(), flags | zero) }.cast()
-        }
+    let alloc = |arena| {
+        let flags = phase::mallocx_flags(Some(arena), layout.align(), layout.size());
+        // SAFETY: the size is non-zero (at least `FLOOR`), the flags name an existing
+        // arena and a power-of-two alignment (`Layout`'s).
+        unsafe { ffi::mallocx(layout.size(), flags | zero) }
+    };
+    let routed = phase::route(layout.size());
+    let block = match routed {
+        Some(arena) => alloc(arena).cast(),
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we forward.
         None if zero != 0 => unsafe { Jemalloc.alloc_zeroed(layout) },
         // SAFETY: as above.
         None => unsafe { Jemalloc.alloc(layout) },
+    };
+    if block.is_null() {
+        return elsewhere(routed, alloc);
     }
+    block
 }
 
 /// The path of [`ArenaAlloc::dealloc`] for blocks of [`phase::FLOOR`] bytes and more:
@@ -133,17 +139,42 @@ unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
 #[inline(never)]
 unsafe fn realloc_large(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     standby::before_large_alloc();
-    match phase::route(new_size) {
-        Some(arena) => {
-            let flags = phase::mallocx_flags(Some(arena), layout.align(), new_size);
-            // SAFETY: `ptr` is a live block of jemalloc's (this allocator's), the new
-            // size non-zero, the flags valid; jemalloc keeps the block where it is if it
-            // can resize it in place, and otherwise moves it into the arena.
-            unsafe { ffi::rallocx(ptr.cast(), new_size, flags) }.cast()
-        }
+    let realloc = |arena| {
+        let flags = phase::mallocx_flags(Some(arena), layout.align(), new_size);
+        // SAFETY: `ptr` is a live block of jemalloc's (this allocator's), the new size
+        // non-zero, the flags valid; jemalloc keeps the block where it is if it can
+        // resize it in place, and otherwise moves it into the arena. On failure the
+        // block is left as it was, so it may be tried again.
+        unsafe { ffi::rallocx(ptr.cast(), new_size, flags) }
+    };
+    let routed = phase::route(new_size);
+    let block = match routed {
+        Some(arena) => realloc(arena).cast(),
         // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
         None => unsafe { Jemalloc.realloc(ptr, layout, new_size) },
+    };
+    if block.is_null() {
+        return elsewhere(routed, realloc);
     }
+    block
+}
+
+/// After a large block was refused for want of memory in an arena of this crate's (the
+/// phase arena it was `routed` to, or the arena the thread is bound to): the same call
+/// (`attempt`) in each other arena of this crate's until one succeeds, else null (see
+/// [`recycler::others`]). A block refused in one of jemalloc's own arenas is not tried
+/// elsewhere.
+#[cold]
+#[inline(never)]
+fn elsewhere(routed: Option<u32>, attempt: impl Fn(u32) -> *mut std::ffi::c_void) -> *mut u8 {
+    let Some(tried) = routed.or_else(binding::bound_arena) else {
+        return std::ptr::null_mut();
+    };
+    recycler::others(tried)
+        .map(attempt)
+        .find(|block| !block.is_null())
+        .unwrap_or(std::ptr::null_mut())
+        .cast()
 }
 
 const UNKNOWN: u8 = 0;

@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult, ARENAS_ALL};
+use crate::faults::{self, Fault};
 use crate::{huge, standby};
 
 /// The unit in which arenas' memory is mapped and owned: 2 MiB, the x86-64 huge page.
@@ -81,6 +82,20 @@ pub(crate) fn committed_pages(addr: usize) -> Option<&'static AtomicU32> {
     }
     // SAFETY: a non-null entry points to a leaf made by `leaf_for`, never freed.
     Some(&unsafe { &*leaf }.committed[(addr >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF])
+}
+
+/// Calls `f` with the count of committed pages of every granule in the map (for a
+/// `fork` handler: no allocation, no lock; a load per 4 GiB of address space and a call
+/// per granule of the leaves made).
+pub(crate) fn for_each_committed_count(mut f: impl FnMut(&AtomicU32)) {
+    for slot in &MAP {
+        let leaf = slot.load(Ordering::Acquire);
+        if leaf.is_null() {
+            continue;
+        }
+        // SAFETY: a non-null entry points to a leaf made by `leaf_for`, never freed.
+        unsafe { &*leaf }.committed.iter().for_each(&mut f);
+    }
 }
 
 /// The leaf for `addr`'s 4 GiB, made if needed; `None` if no page can be had for it.
@@ -176,6 +191,20 @@ pub(crate) fn bytes_given_back(index: u32) -> u64 {
         .map_or(0, |bytes| bytes.load(Ordering::Relaxed))
 }
 
+/// Ranges each arena's `purge_forced` hook failed to give back (the kernel refused
+/// [`dont_need`]): their pages stay resident. (A `decommit` that fails is no failure:
+/// jemalloc then purges the range, and on Linux, where memory is overcommitted,
+/// jemalloc's own `decommit` always declines.)
+static FAILED: [AtomicU64; ARENAS_ALL as usize] =
+    [const { AtomicU64::new(0) }; ARENAS_ALL as usize];
+
+/// Ranges arena `index`'s hooks failed to give back, so far.
+pub(crate) fn failed(index: u32) -> u64 {
+    FAILED
+        .get(index as usize)
+        .map_or(0, |failed| failed.load(Ordering::Relaxed))
+}
+
 /// Counts `length` bytes given back by a hook of arena `arena` that succeeded.
 fn count_bytes(arena: c_uint, failed: bool, length: usize) {
     if failed {
@@ -261,6 +290,9 @@ unsafe extern "C" fn alloc(
     let Some(span) = len.checked_add(align - page) else {
         return ptr::null_mut();
     };
+    if faults::should_fail(Fault::Map) {
+        return ptr::null_mut();
+    }
     // SAFETY: a new private anonymous mapping at an address of the kernel's choosing
     // touches no existing memory.
     let base = unsafe {
@@ -371,8 +403,57 @@ range_hook!(commit, counted: false, huge: Some(huge::commit));
 range_hook!(decommit, counted: true, huge: Some(huge::decommit));
 // In an arena with huge pages, jemalloc purges a range only if `decommit` failed; the
 // range then stays committed, as in arenas without huge pages.
-range_hook!(purge_forced, counted: true, huge: None);
 range_hook!(purge_lazy, counted: true, huge: None);
+
+/// `purge_forced`: `[addr + offset, addr + offset + length)` goes back at once and reads
+/// as zeros after ([`dont_need`], what jemalloc's own hook does on Linux), in every
+/// arena; counted as the other hooks that give pages back are.
+unsafe extern "C" fn purge_forced(
+    _hooks: *mut ffi::extent_hooks_t,
+    addr: *mut c_void,
+    _size: usize,
+    offset: usize,
+    length: usize,
+    arena: c_uint,
+) -> bool {
+    count(arena);
+    let start = addr as usize + offset;
+    let failed = dont_need(start, start + length);
+    count_bytes(arena, failed, length);
+    if failed {
+        if let Some(count) = FAILED.get(arena as usize) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    failed
+}
+
+/// How many times a range is given back before its failure is taken as final.
+const GIVE_BACK_ATTEMPTS: u32 = 3;
+
+/// `MADV_DONTNEED` on `[start, end)`, free memory of one of this crate's arenas: its
+/// pages go back at once, and read as zeros after. Tried again, up to
+/// [`GIVE_BACK_ATTEMPTS`] in all, when the kernel answers `EAGAIN` or `EINTR`; returns
+/// `true` if it still refused. No spin: each attempt is a system call.
+pub(crate) fn dont_need(start: usize, end: usize) -> bool {
+    for _ in 0..GIVE_BACK_ATTEMPTS {
+        let errno = if faults::should_fail(Fault::GiveBack) {
+            libc::EAGAIN
+        } else {
+            // SAFETY: the range is free memory of one of this crate's arenas, holding
+            // no live data (a range jemalloc gives back, or a huge page none of whose
+            // pages jemalloc holds committed); the mapping stays, and reads back zeros.
+            match unsafe { libc::madvise(start as *mut c_void, end - start, libc::MADV_DONTNEED) } {
+                0 => return false,
+                _ => std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            }
+        };
+        if errno != libc::EAGAIN && errno != libc::EINTR {
+            break;
+        }
+    }
+    true
+}
 
 /// Whether two adjacent extents of one of this crate's arenas may become one: always,
 /// where the OS lets one mapping be split and joined at any page (everywhere but

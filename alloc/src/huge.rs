@@ -28,12 +28,11 @@
 //! pages are `never` or not built in ([`available`]), arenas behave as with huge
 //! pages off. Where it cannot find a free huge page, a fault falls back to small pages.
 
+use crate::ctl::ARENAS_ALL;
+use crate::fork;
+use crate::hooks::{self, GRANULE};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::OnceLock;
-
-use crate::ctl::ARENAS_ALL;
-use crate::hooks::{self, GRANULE};
 
 /// The huge page the arenas are advised to use: the x86-64 and AArch64 (4 KiB base
 /// pages) PMD size, which is also the granule the extent hooks map.
@@ -125,19 +124,44 @@ pub(crate) fn default_setting() -> bool {
 
 /// Whether the kernel may give this process's advised memory huge pages: transparent
 /// huge pages are built in and `enabled` is `always` or `madvise`.
+///
+/// Read once; threads that race to read it first each read it (no lock, so a `fork`
+/// meanwhile leaves the child nothing to wait for).
 pub(crate) fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-            .is_ok_and(|policy| policy.contains("[always]") || policy.contains("[madvise]"))
-    })
+    static AVAILABLE: AtomicU8 = AtomicU8::new(UNSET);
+    match AVAILABLE.load(Ordering::Relaxed) {
+        ON => true,
+        OFF => false,
+        _ => {
+            let on = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+                .is_ok_and(|policy| policy.contains("[always]") || policy.contains("[madvise]"));
+            AVAILABLE.store(if on { ON } else { OFF }, Ordering::Relaxed);
+            on
+        }
+    }
 }
 
 /// Sets huge pages on or off for arena `index`, before anything is mapped for it.
 pub(crate) fn set_for_arena(index: u32, on: bool) {
-    if let Some(flag) = ARENA_ON.get(index as usize) {
-        flag.store(on && available(), Ordering::Relaxed);
+    let on = on && available();
+    if on {
+        fork::on_child(after_fork_in_child);
     }
+    if let Some(flag) = ARENA_ON.get(index as usize) {
+        flag.store(on, Ordering::Relaxed);
+    }
+}
+
+/// In a child made by `fork` (see [`crate::fork`]): a huge page that another thread of
+/// the parent was giving back whole at the fork ([`GIVING_BACK`] set) would make every
+/// later [`commit`] of it wait for a thread the child does not have. Nothing in such a
+/// huge page was committed (that is why it was being given back), so its count is 0.
+fn after_fork_in_child() {
+    hooks::for_each_committed_count(|count| {
+        if count.load(Ordering::Relaxed) & GIVING_BACK != 0 {
+            count.store(0, Ordering::Release);
+        }
+    });
 }
 
 /// Whether arena `index` has huge pages.
@@ -281,11 +305,8 @@ pub(crate) fn decommit(_index: u32, start: usize, len: usize) -> bool {
     false
 }
 
-/// `MADV_DONTNEED` on `[start, end)`: its pages go back at once, and read as zeros
-/// after. Returns `true` if the kernel refused.
+/// `MADV_DONTNEED` on `[start, end)` (see [`hooks::dont_need`]): its pages go back at
+/// once, and read as zeros after. Returns `true` if the kernel refused.
 fn dont_need(start: usize, end: usize) -> bool {
-    // SAFETY: the range is free memory of one of this crate's arenas, holding no live
-    // data: a range jemalloc gives back, or a huge page none of whose pages jemalloc
-    // holds committed; the mapping stays, and reads back zeros.
-    unsafe { libc::madvise(start as *mut c_void, end - start, libc::MADV_DONTNEED) != 0 }
+    hooks::dont_need(start, end)
 }

@@ -40,6 +40,11 @@ mod binding;
 mod bytes;
 mod ctl;
 mod error;
+#[cfg(feature = "fault-injection")]
+pub mod faults;
+#[cfg(not(feature = "fault-injection"))]
+mod faults;
+mod fork;
 mod global;
 mod hooks;
 mod huge;

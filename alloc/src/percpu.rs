@@ -7,9 +7,9 @@
 //! allocating only shares an arena for that allocation.
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
 
 use crate::ctl::CtlResult;
+use crate::fork::Lock;
 use crate::{recycler, Error};
 
 /// The most arenas a set has: CPUs beyond share them.
@@ -19,7 +19,7 @@ pub(crate) struct PerCpu {
     /// How many of `indices` are made; 0 until [`PerCpu::make`] succeeds.
     len: AtomicUsize,
     indices: [AtomicU32; MAX],
-    making: Mutex<()>,
+    making: Lock<()>,
 }
 
 impl PerCpu {
@@ -27,7 +27,7 @@ impl PerCpu {
         PerCpu {
             len: AtomicUsize::new(0),
             indices: [const { AtomicU32::new(0) }; MAX],
-            making: Mutex::new(()),
+            making: Lock::new(()),
         }
     }
 
@@ -39,7 +39,7 @@ impl PerCpu {
         if self.len.load(Ordering::Acquire) > 0 {
             return Ok(());
         }
-        let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
+        let _making = self.making.lock();
         if self.len.load(Ordering::Acquire) > 0 {
             return Ok(());
         }

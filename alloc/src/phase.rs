@@ -19,12 +19,12 @@
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, ARENAS_ALL};
+use crate::fork::{self, Lock, LockGuard};
 use crate::global::ensure_routable;
 use crate::percpu::PerCpu;
 use crate::report::{self, Report};
@@ -46,13 +46,24 @@ static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
 static TRIM_AFTER: AtomicBool = AtomicBool::new(true);
 
 /// How many phases are open. Taken only to open and end phases.
-static OPEN: Mutex<usize> = Mutex::new(0);
+static OPEN: Lock<usize> = Lock::new(0);
 
 static ARENAS: PerCpu = PerCpu::new();
 
-fn open_count() -> MutexGuard<'static, usize> {
-    // Nothing panics while the lock is held; a poisoned count is still right.
-    OPEN.lock().unwrap_or_else(PoisonError::into_inner)
+fn open_count() -> LockGuard<'static, usize> {
+    OPEN.lock()
+}
+
+/// In a child made by `fork` (see [`crate::fork`]): the phases open in the parent
+/// belong to the parent's threads, and none is open in the child. The phase arenas keep
+/// what they kept; the child's first phase end, or [`trim`](crate::trim), gives it back.
+fn after_fork_in_child() {
+    OPEN_THRESHOLD.store(usize::MAX, Ordering::Relaxed);
+    // No thread holds the lock: the fork waited for every section to end (if the forking
+    // thread held it itself, it ends its phase as in the parent).
+    if let Some(mut open) = OPEN.try_lock() {
+        *open = 0;
+    }
 }
 
 /// The alignment jemalloc gives every block without being asked (as tikv's `Jemalloc`
@@ -171,19 +182,22 @@ pub struct PhaseGuard {
     /// Whether this guard opened a phase (false: it could not, and the work runs
     /// outside one).
     open: bool,
+    /// The fork generation it was opened in (see [`crate::fork`]): in a child made by
+    /// `fork` after it opened, its phase is not open, and dropping it ends nothing.
+    generation: u32,
 }
 
 impl PhaseGuard {
     /// Whether this guard holds a phase open: false if [`enter_phase`] could not open
     /// one (it printed why).
     pub fn is_open(&self) -> bool {
-        self.open
+        self.open && self.generation == fork::generation()
     }
 }
 
 impl Drop for PhaseGuard {
     fn drop(&mut self) {
-        if self.open {
+        if self.is_open() {
             end();
         }
     }
@@ -212,7 +226,10 @@ impl Drop for PhaseGuard {
 pub fn enter_phase() -> PhaseGuard {
     try_enter_phase().unwrap_or_else(|e| {
         e.warn_once();
-        PhaseGuard { open: false }
+        PhaseGuard {
+            open: false,
+            generation: fork::generation(),
+        }
     })
 }
 
@@ -225,8 +242,11 @@ pub fn enter_phase() -> PhaseGuard {
 /// phase arenas could be made ([`Error::is_arena_limit`]). No phase is open.
 pub fn try_enter_phase() -> Result<PhaseGuard, Error> {
     ensure_routable()?;
-    begin()?;
-    Ok(PhaseGuard { open: true })
+    let generation = begin()?;
+    Ok(PhaseGuard {
+        open: true,
+        generation,
+    })
 }
 
 /// Runs `f` in a phase: while it runs, the large allocations of every thread of the
@@ -326,6 +346,7 @@ pub struct ReportingPhase {
     guard: PhaseGuard,
     rss_before: usize,
     returned_before: usize,
+    failed_before: u64,
     started: Instant,
 }
 
@@ -333,10 +354,15 @@ impl PhaseGuard {
     /// This phase, measured from now on: RSS and the bytes given back so far are read
     /// at once, and [`ReportingPhase::end`] reports the difference.
     pub fn reporting(self) -> ReportingPhase {
-        let returned_before = if self.open { returned_so_far() } else { 0 };
+        let (returned_before, failed_before) = if self.is_open() {
+            (returned_so_far(), failed_so_far())
+        } else {
+            (0, 0)
+        };
         ReportingPhase {
             rss_before: memory::rss(),
             returned_before,
+            failed_before,
             started: Instant::now(),
             guard: self,
         }
@@ -346,7 +372,7 @@ impl PhaseGuard {
 impl ReportingPhase {
     /// Whether a phase is held open (see [`PhaseGuard::is_open`]).
     pub fn is_open(&self) -> bool {
-        self.guard.open
+        self.guard.is_open()
     }
 
     /// Ends the phase and reports. The report's `arenas` are the phase arenas (none if
@@ -356,15 +382,16 @@ impl ReportingPhase {
     /// given back yet, and `returned` is what jemalloc purged by itself meanwhile.
     pub fn end(self) -> Report {
         let run_time = self.started.elapsed();
-        let open = self.guard.open;
+        let open = self.guard.is_open();
         let started = Instant::now();
         drop(self.guard);
         let purge_time = started.elapsed();
-        let (arenas, returned) = if open {
+        let (arenas, returned, failed) = if open {
             let returned = returned_so_far().saturating_sub(self.returned_before);
-            (ARENAS.indices().collect(), returned)
+            let failed = failed_so_far().saturating_sub(self.failed_before);
+            (ARENAS.indices().collect(), returned, failed)
         } else {
-            (Vec::new(), 0)
+            (Vec::new(), 0, 0)
         };
         Report {
             rss_before: self.rss_before,
@@ -373,6 +400,7 @@ impl ReportingPhase {
             run_time,
             purge_time,
             arenas,
+            failed,
         }
     }
 }
@@ -383,11 +411,18 @@ fn returned_so_far() -> usize {
     report::returned_by(ARENAS.indices()).saturating_add(report::purged_by_others(other_arenas()))
 }
 
+/// Attempts to give back that failed so far in the phase arenas and the process's other
+/// arenas.
+fn failed_so_far() -> u64 {
+    report::failed_by(ARENAS.indices().chain(other_arenas()))
+}
+
 /// Opens a phase: the first one sets the phase arenas to keep their freed pages, then
-/// routes allocations to them.
-fn begin() -> Result<(), Error> {
+/// routes allocations to them. Returns the fork generation the phase is open in.
+fn begin() -> Result<u32, Error> {
     let mut open = open_count();
     if *open == 0 {
+        fork::on_child(after_fork_in_child);
         ARENAS.make(huge::default_setting(), |_| Ok(()))?;
         if let Err(e) = ARENAS.indices().try_for_each(purge::keep_freed) {
             // No phase opens: none of the arenas may keep what is freed in them.
@@ -399,7 +434,9 @@ fn begin() -> Result<(), Error> {
         OPEN_THRESHOLD.store(phase_threshold(), Ordering::Relaxed);
     }
     *open += 1;
-    Ok(())
+    // Read under the lock: a child's handler resets the count only once no thread holds
+    // it, so the count and the generation agree.
+    Ok(fork::generation())
 }
 
 /// Ends a phase: the last one stops routing, then gives every free page of the phase

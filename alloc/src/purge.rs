@@ -40,30 +40,32 @@
 //! wait for the arena's next purge: its next use, or [`trim`](crate::trim).
 
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::time::{Duration, Instant};
 
 use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult, Pages, ARENAS_ALL};
+use crate::fork::{self, Lock, LockGuard};
 use crate::{hooks, huge, recycler, standby};
 
 /// One lock per arena index, held by every purge and decay change this crate makes.
-static PURGING: [Mutex<()>; ARENAS_ALL as usize] = [const { Mutex::new(()) }; ARENAS_ALL as usize];
+static PURGING: [Lock<()>; ARENAS_ALL as usize] = [const { Lock::new(()) }; ARENAS_ALL as usize];
 
-pub(crate) fn purging(index: u32) -> MutexGuard<'static, ()> {
-    // Nothing panics while a purge lock is held; a poisoned one protects nothing
-    // inconsistent.
-    PURGING[index as usize]
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
+pub(crate) fn purging(index: u32) -> LockGuard<'static, ()> {
+    PURGING[index as usize].lock()
 }
 
 /// How long a purge waits for one of jemalloc's to end before giving up (and leaving
 /// the pages for the arena's next purge). A purge gives back about 10 GiB a second
 /// here; this is far beyond any that could be under way.
 const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The same for an arena inherited from the parent process in a child made by `fork`
+/// (see [`until_a_purge_runs`]).
+const PATIENCE_INHERITED: Duration = Duration::from_millis(50);
 
 /// The smallest size that threads' caches do not hold (`arenas.tcache_max` + 1), once an
 /// arena of this crate's exists (before, no block can lie in one).
@@ -77,6 +79,11 @@ pub(crate) fn create_arena(huge: bool) -> CtlResult<u32> {
     // SAFETY: the table lives in a static for the rest of the process and is never
     // written after it was built.
     let index = unsafe { ctl::arenas_create(hooks::table()?)? };
+    if let Some(arena) = RETURNED.get(index as usize) {
+        arena
+            .generation
+            .store(fork::generation(), Ordering::Relaxed);
+    }
     // Before anything but jemalloc's metadata is mapped for it (never advised).
     huge::set_for_arena(index, huge);
     // Before anything is allocated in it: `merge` relies on it.
@@ -112,7 +119,7 @@ static FAILED_LOOK_UPS: [AtomicU8; ARENAS_ALL as usize] =
     [const { AtomicU8::new(0) }; ARENAS_ALL as usize];
 
 /// How many arenas this crate had created at the last refresh [`look_up_active`] made.
-static CREATED_AT_REFRESH: Mutex<usize> = Mutex::new(0);
+static CREATED_AT_REFRESH: Lock<usize> = Lock::new(0);
 
 /// jemalloc's control interface finds a new arena's counters only after its
 /// statistics were next refreshed, which takes time in proportion to the number of
@@ -132,9 +139,7 @@ fn look_up_active(index: u32) -> Option<*mut usize> {
                 .saturating_add(1);
             let created = recycler::created();
             {
-                let mut last = CREATED_AT_REFRESH
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let mut last = CREATED_AT_REFRESH.lock();
                 if failed < LOOK_UPS_BEFORE_REFRESH && created < *last + (*last / 8).max(1) {
                     return None;
                 }
@@ -165,6 +170,14 @@ struct Returned {
     /// No work runs in the arena: its decay is 0 (set just after this flag), and a
     /// free into it must see its pages go back (see [`free`]).
     idle: AtomicBool,
+    /// The fork generation the arena was created in (see [`crate::fork`]): in a child
+    /// made by `fork` later, the arena is inherited.
+    generation: AtomicU32,
+    /// Inherited, and a purge of jemalloc's seemed under way in it for good: see
+    /// [`until_a_purge_runs`].
+    stuck: AtomicBool,
+    /// Control calls for the arena that jemalloc refused (see [`failures`]).
+    failed: AtomicU64,
 }
 
 static RETURNED: [Returned; ARENAS_ALL as usize] = [const {
@@ -174,8 +187,42 @@ static RETURNED: [Returned; ARENAS_ALL as usize] = [const {
         hook_calls: AtomicU64::new(0),
         unsure: AtomicBool::new(false),
         idle: AtomicBool::new(false),
+        generation: AtomicU32::new(0),
+        stuck: AtomicBool::new(false),
+        failed: AtomicU64::new(0),
     }
 }; ARENAS_ALL as usize];
+
+/// Attempts to give arena `index`'s pages back (or to set it to keep or give back
+/// freed pages) that failed so far: control calls jemalloc refused, and calls of its
+/// extent hooks the kernel refused. Pages a failed attempt left resident go back at
+/// the arena's next purge (a control call), or stay until the arena reuses them (a
+/// range the kernel refused, which jemalloc keeps without trying again).
+pub(crate) fn failures(index: u32) -> u64 {
+    let own = RETURNED
+        .get(index as usize)
+        .map_or(0, |arena| arena.failed.load(Ordering::Relaxed));
+    own.saturating_add(hooks::failed(index))
+}
+
+/// `result` of a control call for arena `index`, counted if it failed.
+fn counted<T>(index: u32, result: CtlResult<T>) -> CtlResult<T> {
+    if result.is_err() {
+        if let Some(arena) = RETURNED.get(index as usize) {
+            arena.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    result
+}
+
+/// Whether arena `index` is inherited from the parent process and no purge of it can
+/// run any more (see [`until_a_purge_runs`]): its free pages cannot be given back, and
+/// it is best not handed out again.
+pub(crate) fn is_stuck(index: u32) -> bool {
+    RETURNED
+        .get(index as usize)
+        .is_some_and(|arena| arena.stuck.load(Ordering::Relaxed))
+}
 
 /// Sets arena `index` (one of [`create_arena`]'s) to keep the pages freed in it until it
 /// is purged (dirty decay -1), first waiting, if something may have started a purge of
@@ -188,7 +235,7 @@ pub(crate) fn keep_freed(index: u32) -> CtlResult<()> {
 
 /// [`keep_freed`], with the arena's purge lock held by the caller.
 pub(crate) fn keep_freed_locked(index: u32) -> CtlResult<()> {
-    ctl::arena_set_decay(index, Pages::Dirty, -1)?;
+    counted(index, ctl::arena_set_decay(index, Pages::Dirty, -1))?;
     let last = &RETURNED[index as usize];
     last.idle.store(false, Ordering::SeqCst);
     if moved(index) {
@@ -243,7 +290,7 @@ pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
     // `free` sees through.
     RETURNED[i].idle.store(true, Ordering::SeqCst);
     let before = active_pages(index);
-    let set = ctl::arena_set_decay(index, Pages::Dirty, 0);
+    let set = counted(index, ctl::arena_set_decay(index, Pages::Dirty, 0));
     let after = active_pages(index);
     let last = &RETURNED[i];
     last.active.store(after.unwrap_or(0), Ordering::Relaxed);
@@ -269,13 +316,17 @@ pub(crate) fn decay_as_jemalloc(index: u32) -> CtlResult<()> {
 pub(crate) fn purge(index: u32) -> CtlResult<()> {
     if index != ARENAS_ALL {
         let _purging = purging(index);
-        return ctl::arena_purge(index);
+        return counted(index, ctl::arena_purge(index));
     }
+    // Every arena is tried, whichever fail; the first failure is returned.
+    let mut first = Ok(());
     for i in 0..ctl::arenas_count()?.min(ARENAS_ALL) {
         let _purging = purging(i);
-        ctl::arena_purge(i)?;
+        if let Err(e) = counted(i, ctl::arena_purge(i)) {
+            first = first.and(Err(e));
+        }
     }
-    Ok(())
+    first
 }
 
 /// Frees a block with `free_it` (a call into jemalloc), and makes sure its pages go back
@@ -306,7 +357,15 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
         return free_it();
     };
     let before = hooks::gave_back_here();
-    free_it();
+    {
+        // A purge that jemalloc starts inside this free (into an idle arena) must not
+        // be under way when the process forks: jemalloc's note that a purge of the
+        // arena is under way is cleared only by the thread that set it, so in the child
+        // no purge of the arena would ever run again. The section makes a `fork` wait
+        // for the free to end.
+        let _section = fork::section();
+        free_it();
+    }
     let idle = RETURNED
         .get(index as usize)
         .is_some_and(|arena| arena.idle.load(Ordering::SeqCst));
@@ -329,7 +388,24 @@ fn purge_skipped(index: u32) {
 
 /// Purges arena `index` (lock held by the caller) until a purge is seen to run on this
 /// thread: see the module docs. At decay 0, the free of the marker is that purge.
+///
+/// In a child made by `fork`, a purge of jemalloc's that another thread of the parent
+/// had under way in an inherited arena at the fork (one that no section of this
+/// crate's covers: the slabs of small objects emptied by a free) stays under way for
+/// good, and no purge of that arena runs again. So for an inherited arena the wait is
+/// short ([`PATIENCE_INHERITED`]); once it has run out, the arena is taken as stuck
+/// ([`is_stuck`]): it is purged once each time and never waited for again.
 fn until_a_purge_runs(index: u32) -> CtlResult<()> {
+    let arena = &RETURNED[index as usize];
+    let inherited = arena.generation.load(Ordering::Relaxed) != fork::generation();
+    if inherited && arena.stuck.load(Ordering::Relaxed) {
+        return ctl::arena_purge(index);
+    }
+    let patience = if inherited {
+        PATIENCE_INHERITED
+    } else {
+        PATIENCE
+    };
     let size = ctl::large_min()?;
     let flags = ffi::MALLOCX_ARENA(index as usize) | ffi::MALLOCX_TCACHE_NONE;
     let started = Instant::now();
@@ -339,15 +415,21 @@ fn until_a_purge_runs(index: u32) -> CtlResult<()> {
         let marker = unsafe { ffi::mallocx(size, flags) };
         if marker.is_null() {
             // Out of memory: nothing to tell a purge that runs from one that does not.
-            return ctl::arena_purge(index);
+            return counted(index, ctl::arena_purge(index));
         }
         // Counted from before the marker's free, which at decay 0 is itself a purge.
         let before = hooks::gave_back_here();
         // SAFETY: `marker` was just allocated with this size, and is freed once, into
         // its own arena (no thread cache): a free extent among the arena's dirty pages.
         unsafe { ffi::sdallocx(marker, size, ffi::MALLOCX_TCACHE_NONE) };
-        ctl::arena_purge(index)?;
-        if hooks::gave_back_here() != before || started.elapsed() > PATIENCE {
+        counted(index, ctl::arena_purge(index))?;
+        if hooks::gave_back_here() != before {
+            return Ok(());
+        }
+        if started.elapsed() > patience {
+            if inherited {
+                arena.stuck.store(true, Ordering::Relaxed);
+            }
             return Ok(());
         }
         std::thread::yield_now();
@@ -369,7 +451,7 @@ mod tests {
             let _ = active_pages(index);
         }
         ctl::refresh_stats().unwrap();
-        *CREATED_AT_REFRESH.lock().unwrap() = recycler::created().max(64);
+        *CREATED_AT_REFRESH.lock() = recycler::created().max(64);
         // Then a few more: a 7-thread pool.
         for _ in 0..7 {
             let index = create_arena(false).unwrap();

@@ -7,7 +7,7 @@ use std::ptr;
 use tikv_jemalloc_sys as ffi;
 
 use crate::percpu::PerCpu;
-use crate::{binding, hooks, phase, purge, standby};
+use crate::{binding, hooks, phase, purge, recycler, standby};
 
 /// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
 /// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page
@@ -56,22 +56,18 @@ impl RawAlloc {
     /// `align` is not a power of two, or if memory or an arena cannot be had.
     pub fn alloc(size: usize, align: usize) -> *mut u8 {
         let size = size.max(1);
-        match flags(size, align) {
-            // SAFETY: `size` is non-zero and the flags are valid (an existing arena, a
-            // power-of-two alignment).
-            Some(flags) => unsafe { ffi::mallocx(size, flags) }.cast(),
-            None => ptr::null_mut(),
-        }
+        // SAFETY: `size` is non-zero and the flags are valid (an existing arena, a
+        // power-of-two alignment).
+        attempt(size, align, |flags| unsafe { ffi::mallocx(size, flags) })
     }
 
     /// Like [`alloc`](RawAlloc::alloc), with the memory zeroed.
     pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
         let size = size.max(1);
-        match flags(size, align) {
-            // SAFETY: as in `alloc`.
-            Some(flags) => unsafe { ffi::mallocx(size, flags | ffi::MALLOCX_ZERO) }.cast(),
-            None => ptr::null_mut(),
-        }
+        // SAFETY: as in `alloc`.
+        attempt(size, align, |flags| unsafe {
+            ffi::mallocx(size, flags | ffi::MALLOCX_ZERO)
+        })
     }
 
     /// Resizes a block to `new_size` bytes (at least 1), aligned to `align`, keeping
@@ -89,12 +85,11 @@ impl RawAlloc {
             return Self::alloc(new_size, align);
         }
         let size = new_size.max(1);
-        match flags(size, align) {
-            // SAFETY: `ptr` is a live block of jemalloc's (the caller's contract), the
-            // size non-zero, the flags valid.
-            Some(flags) => unsafe { ffi::rallocx(ptr.cast(), size, flags) }.cast(),
-            None => ptr::null_mut(),
-        }
+        // SAFETY: `ptr` is a live block of jemalloc's (the caller's contract), the size
+        // non-zero, the flags valid; a failed call leaves the block as it was.
+        attempt(size, align, |flags| unsafe {
+            ffi::rallocx(ptr.cast(), size, flags)
+        })
     }
 
     /// Frees a block. Null does nothing.
@@ -136,9 +131,34 @@ impl RawAlloc {
     }
 }
 
-/// jemalloc's flags for a block of `size` bytes aligned to `align` asked for by the
-/// calling thread: its arena (see [`RawAlloc`]), no thread cache, the alignment.
-fn flags(size: usize, align: usize) -> Option<c_int> {
+/// Calls `op` (a call into jemalloc) with jemalloc's flags for a block of `size` bytes
+/// aligned to `align` asked for by the calling thread (its arena, see [`RawAlloc`]; no
+/// thread cache; the alignment); if that fails for want of memory in an arena of this
+/// crate's, calls it again with each other arena of this crate's until one succeeds
+/// (see [`recycler::others`]). Null if none has room, or if `align` is not a power of
+/// two.
+fn attempt(size: usize, align: usize, op: impl Fn(c_int) -> *mut c_void) -> *mut u8 {
+    let Some(arena) = place(size, align) else {
+        return ptr::null_mut();
+    };
+    let block = op(phase::mallocx_flags(arena, align, size));
+    if !block.is_null() {
+        return block.cast();
+    }
+    let Some(tried) = arena.or_else(binding::bound_arena) else {
+        return ptr::null_mut();
+    };
+    recycler::others(tried)
+        .map(|other| op(phase::mallocx_flags(Some(other), align, size)))
+        .find(|block| !block.is_null())
+        .unwrap_or(ptr::null_mut())
+        .cast()
+}
+
+/// The arena a block of `size` bytes goes to when the calling thread asks for it
+/// (`None`: the thread's own, one of ours); `None` outside, if `align` is not a power
+/// of two or no arena can be had.
+fn place(size: usize, align: usize) -> Option<Option<u32>> {
     if !align.is_power_of_two() {
         return None;
     }
@@ -154,7 +174,7 @@ fn flags(size: usize, align: usize) -> Option<c_int> {
             None => general_arena()?,
         })
     };
-    Some(phase::mallocx_flags(arena, align, size))
+    Some(arena)
 }
 
 /// This thread's CPU's arena for blocks outside phases, made on first use.

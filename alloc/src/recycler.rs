@@ -24,9 +24,9 @@
 //! allocation here would land in whatever arena the releasing thread is bound to).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::ctl::{self, ARENAS_ALL, ARENA_LIMIT};
+use crate::fork::{Lock, LockGuard};
 use crate::{purge, Error};
 
 /// A decay time this crate gives an arena.
@@ -83,7 +83,7 @@ struct FreeList {
     slots: [Option<Slot>; ARENAS_ALL as usize],
 }
 
-static FREE: Mutex<FreeList> = Mutex::new(FreeList {
+static FREE: Lock<FreeList> = Lock::new(FreeList {
     len: 0,
     created: 0,
     slots: [const { None }; ARENAS_ALL as usize],
@@ -93,15 +93,22 @@ static FREE: Mutex<FreeList> = Mutex::new(FreeList {
 static OURS: [AtomicU64; ARENAS_ALL as usize / 64] =
     [const { AtomicU64::new(0) }; ARENAS_ALL as usize / 64];
 
-fn free_list() -> MutexGuard<'static, FreeList> {
-    // Nothing panics while the lock is held; a poisoned list is still consistent.
-    FREE.lock().unwrap_or_else(PoisonError::into_inner)
+fn free_list() -> LockGuard<'static, FreeList> {
+    FREE.lock()
 }
 
 /// Whether arena `index` is one of this crate's (a manual arena handed to scopes).
 pub(crate) fn is_ours(index: u32) -> bool {
     let i = index as usize;
     i < ARENAS_ALL as usize && OURS[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
+}
+
+/// This crate's arenas other than `tried`, in index order: where a block refused in
+/// `tried` for want of memory may still fit, since each arena keeps the address space
+/// it has mapped for itself (jemalloc's `retain`). Reads the bits of [`is_ours`], no
+/// lock.
+pub(crate) fn others(tried: u32) -> impl Iterator<Item = u32> {
+    (0..ARENAS_ALL).filter(move |&i| i != tried && is_ours(i))
 }
 
 /// How many arenas this crate has created.
@@ -124,11 +131,12 @@ pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
         let mut list = free_list();
         let len = list.len;
         // The most recently released arena of the kind: the top one, unless a program
-        // mixes kinds.
+        // mixes kinds. Not one inherited by a child made by `fork` whose purges can no
+        // longer run (see `purge::is_stuck`): it stays on the list, unused.
         match (0..len).rev().find(|&i| {
             list.slots[i]
                 .as_ref()
-                .is_some_and(|s| s.huge_pages() == huge)
+                .is_some_and(|s| s.huge_pages() == huge && !purge::is_stuck(s.index))
         }) {
             Some(i) => {
                 let slot = list.slots[i].take();
@@ -160,9 +168,9 @@ fn create(huge: bool) -> Result<Slot, Error> {
     // jemalloc 5.3's `arenas.create` reads past the end of its table of arenas when
     // called with the table full, instead of failing. So the count is checked first,
     // and creations are serialised so no two threads pass the check for the last slot.
-    static CREATING: Mutex<()> = Mutex::new(());
+    static CREATING: Lock<()> = Lock::new(());
     let index = {
-        let _creating = CREATING.lock().unwrap_or_else(PoisonError::into_inner);
+        let _creating = CREATING.lock();
         if ctl::arenas_count()? >= ARENA_LIMIT {
             return Err(Error::arena_limit(live()));
         }

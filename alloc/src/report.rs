@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::{ctl, hooks, memory, Arena, Bytes};
+use crate::{ctl, hooks, memory, purge, Arena, Bytes};
 
 /// What one scope, job or phase did to memory: RSS before and after, the bytes its arena gave
 /// back to the OS, and where the time went.
@@ -31,6 +31,13 @@ pub struct Report {
     /// The arenas the work allocated from (one for a scope, a pool's arenas for a pool
     /// job, the phase arenas for a phase), empty if it ran without one (see [`with_arena`](crate::with_arena)).
     pub arenas: Vec<u32>,
+    /// Attempts to give the arenas' pages back that failed from the start of the work
+    /// to the end of its final purge: control calls jemalloc refused, and ranges the
+    /// kernel refused to take back (`madvise`, tried three times when it answers
+    /// `EAGAIN`). Usually 0. Pages a failed control call left resident go back at the
+    /// arena's next purge; a range the kernel refused stays resident until the arena
+    /// reuses it.
+    pub failed: u64,
 }
 
 impl Report {
@@ -83,8 +90,10 @@ impl Report {
             }
             returned_by(arenas.iter().copied())
         };
+        let failed_so_far = || failed_by(arenas.iter().copied());
         let rss_before = memory::rss();
         let returned_before = returned_so_far();
+        let failed_before = failed_so_far();
         let started = Instant::now();
         let done = work();
         let run_time = started.elapsed();
@@ -98,6 +107,7 @@ impl Report {
             returned,
             run_time,
             purge_time,
+            failed: failed_so_far().saturating_sub(failed_before),
             arenas,
         };
         (value, report)
@@ -113,6 +123,15 @@ pub(crate) fn returned_by(indices: impl IntoIterator<Item = u32>) -> usize {
         .into_iter()
         .map(|index| usize::try_from(hooks::bytes_given_back(index)).unwrap_or(usize::MAX))
         .fold(0, usize::saturating_add)
+}
+
+/// Attempts to give back that failed so far in this crate's arenas `indices` (see
+/// [`purge::failures`]).
+pub(crate) fn failed_by(indices: impl IntoIterator<Item = u32>) -> u64 {
+    indices
+        .into_iter()
+        .map(purge::failures)
+        .fold(0, u64::saturating_add)
 }
 
 /// Bytes arenas that are not this crate's (`indices`: jemalloc's own, without hooks of
@@ -140,6 +159,9 @@ impl fmt::Display for Report {
             Bytes(self.rss_before),
             Bytes(self.rss_after),
         )?;
+        if self.failed > 0 {
+            write!(f, " ({} attempts to give back failed)", self.failed)?;
+        }
         if self.arenas.is_empty() {
             f.write_str(" (no arena: ran unscoped)")?;
         }
@@ -160,6 +182,7 @@ mod tests {
             run_time: Duration::from_millis(1500),
             purge_time: Duration::from_micros(2500),
             arenas: vec![9],
+            failed: 0,
         };
         let s = r.to_string();
         assert_eq!(

@@ -27,11 +27,10 @@
 
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
-use std::sync::Once;
 use std::thread::{self, Thread};
 
 use crate::ctl::ARENAS_ALL;
-use crate::{binding, purge};
+use crate::{binding, fork, purge};
 
 /// Per arena: it stands by.
 static STANDING_BY: [AtomicBool; ARENAS_ALL as usize] =
@@ -54,10 +53,6 @@ const NOT_STARTED: u8 = 0;
 const STARTING: u8 = 1;
 const RUNNING: u8 = 2;
 const FAILED: u8 = 3;
-
-/// The `fork` handler's registration, made once in the first process that starts a
-/// switcher (a child inherits it).
-static AT_FORK: Once = Once::new();
 
 /// Makes arena `index`, idle (decay 0), stand by; returns `false`, and changes nothing,
 /// if the switcher's thread is not running and cannot be started now (it failed to
@@ -86,14 +81,8 @@ fn start_switcher() -> bool {
     {
         return SWITCHER_STATE.load(Ordering::Acquire) == RUNNING;
     }
-    AT_FORK.call_once(|| {
-        // SAFETY: the handler only stores to atomics, which is what a child of a
-        // multithreaded process may do before it execs; it is a plain `extern "C"`
-        // function that lives as long as the process. If registration fails (no
-        // memory), a child after `fork` has no switcher: its arenas that stand by then
-        // switch on large blocks only, slower for small ones, still right.
-        let _ = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-    });
+    // Only stores to atomics: what a child of a multithreaded process may do.
+    fork::on_child(after_fork_in_child);
     let spawned = thread::Builder::new()
         .name("arenapool-standby".into())
         .spawn(run_switcher);
@@ -119,11 +108,11 @@ fn start_switcher() -> bool {
     }
 }
 
-/// Runs in the child of every `fork` (`pthread_atfork`): the switcher's thread is the
+/// Runs in the child of every `fork` (see [`crate::fork`]): the switcher's thread is the
 /// parent's, so the child's next arena to stand by starts its own. The parent's handle
 /// stays allocated in the child, unused. Arenas marked for a switch stay marked; the
 /// new thread switches them when it is first woken.
-extern "C" fn after_fork_in_child() {
+fn after_fork_in_child() {
     SWITCHER.store(ptr::null_mut(), Ordering::Relaxed);
     SWITCHER_STATE.store(NOT_STARTED, Ordering::Relaxed);
 }

@@ -1,6 +1,7 @@
 //! `ArenaPool`: a rayon pool whose workers allocate from the pool's own arenas.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use arenapool_alloc::{Arena, Report};
@@ -63,15 +64,27 @@ use crate::ArenaPoolBuilder;
 /// queued on this pool (a `spawn` task left behind) may be waiting for that very thread,
 /// and the wait would never end. The workers then exit on their own once their queued
 /// work is done, and their arenas are given back as they go, as with rayon.
+///
+/// # Warning: `fork`
+///
+/// A child made by `fork` has none of the pool's threads: they are the parent's. In
+/// the child, [`run`](ArenaPool::run), [`run_with_report`](ArenaPool::run_with_report)
+/// and [`map_stream`](ArenaPool::map_stream) of a pool built before the fork panic
+/// with a message that says so (rather than wait for ever for a worker), and dropping
+/// the pool leaves its parts alone (its arenas stay checked out in the child). Build a
+/// new pool in the child: it works as in any process.
 pub struct ArenaPool {
     // Fields drop in declaration order, which is the order shutdown must follow: the
     // workers are told to exit, the drop waits until they have (each unbinds and
     // flushes its cache; not on a rayon worker, see above), then the arenas are
-    // released.
-    threads: ThreadPool,
-    _exited: WaitForWorkers,
-    jobs: Jobs,
+    // released. Dropped by hand (see `Drop`), in that order, and only in the process
+    // that built the pool.
+    threads: ManuallyDrop<ThreadPool>,
+    _exited: ManuallyDrop<WaitForWorkers>,
+    jobs: ManuallyDrop<Jobs>,
     window: usize,
+    /// The process that built the pool and has its threads.
+    process: u32,
 }
 
 impl ArenaPool {
@@ -82,11 +95,30 @@ impl ArenaPool {
 
     pub(crate) fn new(threads: ThreadPool, roster: Arc<Roster>, jobs: Jobs, window: usize) -> Self {
         ArenaPool {
-            threads,
-            _exited: WaitForWorkers::new(roster),
-            jobs,
+            threads: ManuallyDrop::new(threads),
+            _exited: ManuallyDrop::new(WaitForWorkers::new(roster)),
+            jobs: ManuallyDrop::new(jobs),
             window,
+            process: std::process::id(),
         }
+    }
+
+    /// Whether this is the process that built the pool, and not a child made by `fork`
+    /// since, which has none of its threads.
+    fn in_own_process(&self) -> bool {
+        self.process == std::process::id()
+    }
+
+    /// Panics in a child made by `fork` after the pool was built (see the type's docs).
+    #[track_caller]
+    fn check_process(&self, call: &str) {
+        assert!(
+            self.in_own_process(),
+            "arenapool: ArenaPool::{call} in a child made by fork: the pool's worker threads \
+             are the parent's (process {}), and this process has none of them; build a new \
+             ArenaPool in the child",
+            self.process
+        );
     }
 
     /// The number of worker threads.
@@ -156,12 +188,14 @@ impl ArenaPool {
     /// # Panics
     ///
     /// If `f` panics, the panic reaches the caller after the job has ended (its free
-    /// pages given back, if it was the last job running).
+    /// pages given back, if it was the last job running). Panics in a child made by
+    /// `fork` after the pool was built (see the type's docs).
     pub fn run<R, F>(&self, f: F) -> R
     where
         F: FnOnce() -> R + Send,
         R: Send,
     {
+        self.check_process("run");
         let _job = self.jobs.begin();
         self.threads.install(f)
     }
@@ -180,12 +214,17 @@ impl ArenaPool {
     /// report says so: `returned` is then only what went back during the job (an
     /// explicit purge, say).
     ///
+    /// # Panics
+    ///
+    /// As [`run`](ArenaPool::run).
+    ///
     /// [`with_arena_report`]: arenapool_alloc::with_arena_report
     pub fn run_with_report<R, F>(&self, f: F) -> (R, Report)
     where
         F: FnOnce() -> R + Send,
         R: Send,
     {
+        self.check_process("run_with_report");
         let arenas: Vec<&Arena> = self.jobs.arenas().iter().map(|arena| &**arena).collect();
         Report::measure(
             &arenas,
@@ -272,7 +311,9 @@ impl ArenaPool {
     /// # Panics
     ///
     /// If `f` panics on an input, `next` re-raises that panic at that input's place in
-    /// the order, after stopping new work; the iterator then yields nothing more.
+    /// the order, after stopping new work; the iterator then yields nothing more. In a
+    /// child made by `fork` after the pool was built, `map_stream` itself panics (see the
+    /// type's docs).
     ///
     /// [`Arc`]: std::sync::Arc
     pub fn map_stream<I, F, T>(&self, inputs: I, f: F) -> MapStream<'_, I::IntoIter, T>
@@ -282,8 +323,28 @@ impl ArenaPool {
         F: Fn(I::Item) -> T + Send + Sync + 'static,
         T: Send + 'static,
     {
+        self.check_process("map_stream");
         let job = self.jobs.begin();
         MapStream::new(&self.threads, job, self.window, inputs.into_iter(), f)
+    }
+}
+
+impl Drop for ArenaPool {
+    fn drop(&mut self) {
+        if !self.in_own_process() {
+            // A child made by `fork`: the workers and the keep-warm timer are the
+            // parent's threads, which shutting down would wait for (and the locks they
+            // share with the pool may have been held by them at the fork). Left alone:
+            // their memory stays, as everything the parent's threads owned does.
+            return;
+        }
+        // SAFETY: each field is dropped exactly once, here, and never used after; in
+        // declaration order, as the fields' comment requires.
+        unsafe {
+            ManuallyDrop::drop(&mut self.threads);
+            ManuallyDrop::drop(&mut self._exited);
+            ManuallyDrop::drop(&mut self.jobs);
+        }
     }
 }
 
