@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
@@ -87,6 +87,11 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
         threshold: the size in bytes from which blocks go to arenapool (default
             64 KiB; see :func:`set_threshold`).
     """
+    if numpy is not None and not isinstance(numpy, bool):
+        raise TypeError(
+            f"arenapool.install(numpy=...) takes True, False or None, not "
+            f"{type(numpy).__name__} {numpy!r}"
+        )
     if threshold is not None:
         set_threshold(threshold)
     _arenapool.install_raw()
@@ -132,15 +137,23 @@ def set_threshold(nbytes: Optional[int]) -> None:
     """Set the size, in bytes, from which the hooks send blocks to arenapool, at once.
 
     ``None`` restores the default, 64 KiB. A lower threshold catches more blocks and
-    costs more calls into the arenas; it cannot be below the phase threshold (32 KiB
-    and one byte), since smaller blocks would not be given back when a phase ends:
-    that raises ``ValueError``.
+    costs more calls into the arenas. The threshold goes from the phase threshold
+    (32 KiB and one byte: smaller blocks would not be given back when a phase ends) to
+    ``sys.maxsize`` (the largest block CPython and numpy can ask for); anything else
+    raises ``ValueError``. A threshold above every block the program makes sends none
+    to arenapool; to stop the hooks taking blocks, call :func:`uninstall` instead.
     """
     if nbytes is not None:
         if isinstance(nbytes, bool) or not isinstance(nbytes, int):
             raise TypeError(f"threshold must be an int (bytes) or None, not {type(nbytes).__name__}")
-        if nbytes < 0:
-            raise ValueError(f"threshold must be positive, not {nbytes}")
+        smallest = _arenapool.phase_threshold()
+        if not smallest <= nbytes <= sys.maxsize:
+            raise ValueError(
+                f"threshold must be from {smallest} (the phase threshold: smaller blocks would "
+                f"not be given back when a phase ends) to {sys.maxsize} (sys.maxsize, the "
+                f"largest block there can be) bytes, or None for the default (65536); got "
+                f"{nbytes}. To stop the hooks taking blocks, call arenapool.uninstall()"
+            )
     _arenapool.set_threshold(nbytes)
 
 
@@ -164,13 +177,27 @@ class phase(contextlib.ContextDecorator):
             results = run_everything()
         print(p.report)       # ran 5.1s, gave back 1.4 GiB in 60ms; RSS ...
 
+    As a decorator, ``@arenapool.phase()`` and ``@arenapool.phase`` are the same: each
+    call of the function is a phase of its own.
+
     Entering a phase installs the hooks if they are not installed (see
-    :func:`install`).
+    :func:`install`). A phase is process-wide in the process that opened it: a child
+    made by ``fork`` starts with no phase open (it may open its own).
     """
 
     report: Optional[Report]
 
-    def __init__(self) -> None:
+    def __new__(cls, function: Optional[Callable[..., Any]] = None) -> Any:
+        if function is None:
+            return super().__new__(cls)
+        if not callable(function):
+            raise TypeError(
+                f"arenapool.phase takes no arguments, not {type(function).__name__} "
+                f"{function!r}: write `with arenapool.phase():` or `@arenapool.phase()`"
+            )
+        return cls()(function)  # @arenapool.phase without parentheses
+
+    def __init__(self, function: None = None) -> None:
         self.report = None
         self._open = None
 
@@ -185,8 +212,18 @@ class phase(contextlib.ContextDecorator):
         self._open = _arenapool.enter_phase()
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: Any) -> bool:
         opened, self._open = self._open, None
+        if opened is None:
+            if self.report is not None:
+                raise ArenaPoolError(
+                    "this arenapool.phase() has already ended: __exit__ was called twice. "
+                    "Call __exit__ once for each __enter__ (a `with` block does)"
+                )
+            raise ArenaPoolError(
+                "this arenapool.phase() was never entered: call __enter__ before __exit__, "
+                "or use it as `with arenapool.phase():`"
+            )
         self.report = opened.end()
         return False
 

@@ -18,19 +18,39 @@ Configurations: ``glibc`` (nothing done), ``trim-threshold``
 (``MALLOC_TRIM_THRESHOLD_=65536``, what Dask sets), ``malloc_trim`` (``malloc_trim(0)``
 called after ``del``), ``arenapool`` (:func:`arenapool.joblib.install`, or a phase
 around the thread pool's map).
+
+``--state`` measures report 001 instead: a large read-only numpy array (``--state-mib``,
+256) that every task reads (``table[i::100] * 2``, a result of 1/100 of it), over
+``--inputs`` inputs (100) on a ``ProcessPoolExecutor`` of two workers, under each
+start method of ``--start-methods`` (fork, forkserver, spawn):
+
+- ``report``: the report's own program: an ``initializer`` that stores the array,
+  passed in ``initargs``, in a global of each worker, then bounded submit/wait (two
+  tasks in flight, each result consumed as it comes);
+- ``arenapool``: ``arenapool.futures.map(executor, fn, inputs, window=2,
+  state=array)``.
+
+It prints the parent's peak RSS (VmHWM), the workers' peak PSS, the peak of
+``/dev/shm``'s use above its start, the peak of the three together (sampled every
+10 ms: the parent's PSS, the workers' PSS and ``/dev/shm``; the pages of ``/dev/shm``
+files that the processes map are counted once, in ``/dev/shm``), and the wall time
+from making the executor to its shutdown.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from typing import Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 CONFIGS = ["glibc", "trim-threshold", "malloc_trim", "arenapool"]
 PROGRAMS = ["joblib", "threads"]
@@ -88,6 +108,200 @@ def _child(program: str, config: str, tasks: int, rounds: int) -> None:
     print(json.dumps(rows))
 
 
+# --------------------------------------------------------------------------------------
+# --state: report 001, a large array for every worker
+# --------------------------------------------------------------------------------------
+
+START_METHODS = ["fork", "forkserver", "spawn"]
+STATE_WAYS = ["report", "arenapool"]
+_WORKERS = 2
+_WINDOW = 2
+
+# In a worker of the report's program: the array its initializer stored.
+_table: Any = None
+
+
+def _store_table(table: Any) -> None:
+    """The report's initializer: the array in a global of the worker."""
+    global _table
+    _table = table
+
+
+def _scaled_rows(table: Any, i: int) -> Any:
+    """One task: reads every page of the table, returns 1/100 of it."""
+    return table[i::100] * 2
+
+
+def _report_task(i: int) -> Any:
+    """The report's task: the same work on the array its initializer stored."""
+    return _scaled_rows(_table, i)
+
+
+def _unshared_pss(pid: int) -> int:
+    """A process's PSS in bytes, without its share of shared-memory files (those count
+    in ``/dev/shm``'s use); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            fields = dict(line.split(":", 1) for line in rollup if ":" in line and not line.startswith(" "))
+    except (OSError, ValueError):
+        return 0
+
+    def kib(name: str) -> int:
+        value = fields.get(name)
+        return int(value.split()[0]) * 1024 if value else 0
+
+    return kib("Pss") - kib("Pss_Shmem")
+
+
+def _shm_used() -> int:
+    """Bytes in use in ``/dev/shm``."""
+    stats = os.statvfs("/dev/shm")
+    return (stats.f_blocks - stats.f_bfree) * stats.f_frsize
+
+
+class _Sampler(threading.Thread):
+    """Samples, every ``interval`` seconds, the parent's and the workers' PSS and the use
+    of ``/dev/shm``, keeping each one's peak and the peak of their sum."""
+
+    def __init__(self, workers: Callable[[], List[int]], interval: float = 0.01) -> None:
+        super().__init__(daemon=True)
+        self.workers = workers
+        self.interval = interval
+        self.stopped = threading.Event()
+        self.shm_start = _shm_used()
+        self.peak_workers = self.peak_shm = self.peak_total = 0
+
+    def sample(self) -> None:
+        parent = _unshared_pss(os.getpid())
+        workers = sum(_unshared_pss(pid) for pid in self.workers())
+        shm = max(0, _shm_used() - self.shm_start)
+        self.peak_workers = max(self.peak_workers, workers)
+        self.peak_shm = max(self.peak_shm, shm)
+        self.peak_total = max(self.peak_total, parent + workers + shm)
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+        self.sample()
+
+
+def _worker_pids(executors: List[Any]) -> List[int]:
+    """The process ids of the executors' workers now."""
+    pids: List[int] = []
+    for executor in executors:
+        while True:
+            try:
+                pids.extend(dict(executor._processes or {}))
+                break
+            except RuntimeError:  # the pool changed it while it was read
+                continue
+    return pids
+
+
+def _peak_rss() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _state_child(method: str, way: str, state_mib: int, inputs: int) -> None:
+    """One fresh process: the report's program or arenapool's, under ``method``; prints
+    JSON."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    import numpy as np
+
+    import arenapool.futures
+    from arenapool import bench  # the functions by this name, which workers import
+
+    context = multiprocessing.get_context(method)
+    table = np.linspace(0.0, 1.0, state_mib * 2**20 // 8)
+    executors: List[Any] = []
+    sampler = _Sampler(lambda: _worker_pids(executors))
+    sampler.start()
+    checksum = 0.0
+    start = time.perf_counter()
+    if way == "report":
+        with ProcessPoolExecutor(
+            _WORKERS, mp_context=context, initializer=bench._store_table, initargs=(table,)
+        ) as executor:
+            executors.append(executor)
+            todo = iter(range(inputs))
+            pending = set()
+            while True:
+                for i in itertools.islice(todo, _WINDOW - len(pending)):
+                    pending.add(executor.submit(bench._report_task, i))
+                if not pending:
+                    break
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    checksum += float(future.result()[::4096].sum())
+                del future, done
+    else:
+        with ProcessPoolExecutor(_WORKERS, mp_context=context) as executor:
+            executors.append(executor)
+            results = arenapool.futures.map(executor, bench._scaled_rows, range(inputs), window=_WINDOW, state=table)
+            for result in results:
+                checksum += float(result[::4096].sum())
+                del result
+    wall = time.perf_counter() - start
+    sampler.stop()
+    print(json.dumps({
+        "parent_peak_rss": _peak_rss(),
+        "workers_peak_pss": sampler.peak_workers,
+        "shm_peak": sampler.peak_shm,
+        "total_peak": sampler.peak_total,
+        "wall": wall,
+        "checksum": checksum,
+    }))
+
+
+def _state_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    methods = [m for m in args.start_methods.split(",") if m]
+    for method in methods:
+        if method not in START_METHODS:
+            parser.error(f"unknown start method {method!r}: choose from {', '.join(START_METHODS)}")
+    print(f"report 001: a {args.state_mib} MiB array read by every task, {args.inputs} inputs, "
+          f"{_WORKERS} worker processes, {_WINDOW} tasks in flight, {args.runs} fresh processes each; "
+          "memory in MiB, wall time in s")
+    print()
+    print("| start method | program | parent peak RSS | workers' peak PSS | /dev/shm peak "
+          "| peak of all three | wall |")
+    print("|---|---|---|---|---|---|---|")
+    mib = 2**20
+    for method in methods:
+        checksums: List[float] = []
+        for way in STATE_WAYS:
+            runs = []
+            for _ in range(args.runs):
+                out = subprocess.run(
+                    [sys.executable, "-m", "arenapool.bench", "--state-child", method, way,
+                     str(args.state_mib), str(args.inputs)],
+                    check=True, capture_output=True, text=True,
+                )
+                runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            checksums.extend(run["checksum"] for run in runs)
+            print(
+                f"| {method} | {way} | {_cell([r['parent_peak_rss'] / mib for r in runs])}"
+                f" | {_cell([r['workers_peak_pss'] / mib for r in runs])}"
+                f" | {_cell([r['shm_peak'] / mib for r in runs])}"
+                f" | {_cell([r['total_peak'] / mib for r in runs])}"
+                f" | {_cell([r['wall'] for r in runs], 2)} |",
+                flush=True,
+            )
+        # The report's program adds the results up in the order they finish.
+        if not all(math.isclose(c, checksums[0], rel_tol=1e-9) for c in checksums):
+            raise RuntimeError(f"{method}: the programs' results differ: checksums {checksums}")
+    return 0
+
+
 def _run(program: str, config: str, tasks: int, rounds: int) -> List[Dict[str, float]]:
     env = dict(os.environ)
     env.pop("MALLOC_TRIM_THRESHOLD_", None)
@@ -117,12 +331,25 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="parallel calls back to back in each process (1)")
     parser.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated: " + ", ".join(PROGRAMS))
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
+    parser.add_argument("--state", action="store_true",
+                        help="report 001 instead: a large array that every task reads, under each start method")
+    parser.add_argument("--state-mib", type=int, default=256, help="--state: the array's size (256)")
+    parser.add_argument("--inputs", type=int, default=100, help="--state: how many inputs (100)")
+    parser.add_argument("--start-methods", default=",".join(START_METHODS),
+                        help="--state: comma-separated: " + ", ".join(START_METHODS))
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--state-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         program, config, tasks, rounds = args.child
         _child(program, config, int(tasks), int(rounds))
         return 0
+    if args.state_child:
+        method, way, state_mib, inputs = args.state_child
+        _state_child(method, way, int(state_mib), int(inputs))
+        return 0
+    if args.state:
+        return _state_main(args, parser)
     programs = [p for p in args.programs.split(",") if p]
     configs = [c for c in args.configs.split(",") if c]
     for name, chosen, known in (("program", programs, PROGRAMS), ("configuration", configs, CONFIGS)):

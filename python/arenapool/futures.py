@@ -35,9 +35,11 @@ Two things make this use far more memory than one table:
                                             window=2, state=model.table):
             save(result)
 
-The table goes to each worker once, through shared memory (the workers read it without
-copying it), at most ``window`` tasks are submitted and not yet handed to you, and each
-result is yours alone to drop. The parent's peak memory is then the table plus about
+The table reaches the workers without a copy for each: workers that the ``fork``
+start method makes inherit it, sharing its pages with the parent; under ``spawn`` and
+``forkserver`` it goes once into shared memory, which every worker reads in place. At
+most ``window`` tasks are submitted and not yet handed to you, and each result is
+yours alone to drop. The parent's peak memory is then the table plus about
 ``window`` results, however slow the loop is. The whole map is a
 :class:`arenapool.phase`, so the memory of the results goes back to the operating
 system when you drop them.
@@ -70,7 +72,7 @@ import tempfile
 import threading
 import warnings
 from concurrent.futures import Executor, Future
-from typing import Any, Callable, Deque, Iterable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
 
 from . import phase
 
@@ -117,6 +119,53 @@ def _on_executor_thread(executor: Executor) -> bool:
     if current in getattr(executor, "_threads", ()):
         return True
     return current is getattr(executor, "_executor_manager_thread", None)
+
+
+def _start_method(executor: Executor) -> Optional[str]:
+    """How a ``ProcessPoolExecutor`` starts its workers (``"fork"``, ``"spawn"``,
+    ``"forkserver"``), from its multiprocessing context; ``None`` for any other
+    executor (loky, MPI pools...) or when the context does not say."""
+    if not isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+        return None
+    get_start_method = getattr(getattr(executor, "_mp_context", None), "get_start_method", None)
+    if not callable(get_start_method):
+        return None
+    try:
+        method = get_start_method(allow_none=False)
+    except Exception:  # a context of another kind: take it as not forking
+        return None
+    return method if isinstance(method, str) else None
+
+
+def _workers_not_started(executor: Executor) -> bool:
+    """Whether none of a ``ProcessPoolExecutor``'s workers has been started yet (it
+    starts them at ``submit``)."""
+    processes = getattr(executor, "_processes", None)
+    return isinstance(processes, dict) and not processes
+
+
+# --------------------------------------------------------------------------------------
+# State inherited by workers that fork starts while the map runs.
+# --------------------------------------------------------------------------------------
+
+# The states of the maps running in this process that hand theirs over by fork, by
+# token. A worker forked while a map runs has this dictionary, state included, in its
+# copy of the parent's memory: pages shared with the parent until one of them writes.
+_inherited: Dict[str, Any] = {}
+
+
+def _call_with_inherited(fn: Callable[[Any, T], R], token: str, x: T) -> R:
+    """A task of :func:`map` with ``state=`` handed over by fork, in a worker:
+    ``fn(state, x)``."""
+    try:
+        state = _inherited[token]
+    except KeyError:
+        raise RuntimeError(
+            "arenapool.futures.map: this worker has not inherited the map's state: it was "
+            "not forked from the process that called map while the map ran. Give map a "
+            "ProcessPoolExecutor of this process whose workers it starts (a new one)"
+        ) from None
+    return fn(state, x)
 
 
 # --------------------------------------------------------------------------------------
@@ -378,35 +427,47 @@ def map(
     the map runs after it, then ends the phase. (It does not wait when that happens
     on one of the executor's own threads, where waiting could wait forever.)
 
-    With ``state``, ``fn`` is called as ``fn(state, x)``:
+    With ``state``, ``fn`` is called as ``fn(state, x)``, and ``state`` reaches the
+    workers without a copy for each, in the way the executor allows:
 
     - On a ``ThreadPoolExecutor``, ``state`` is passed as it is (same object).
-    - On any other executor (``ProcessPoolExecutor``, loky, MPI pools...), taken to run
-      its workers in other processes of this machine: ``state`` is pickled once
-      (protocol 5, large buffers such as numpy arrays' data out of band) into a file in
-      ``/dev/shm`` (shared memory; the temporary directory if ``/dev/shm`` is missing
-      or too small), and each task carries only the file's name. A worker reads the
-      file at its first task of the map, mapping it read-only, so numpy arrays in
-      ``state`` are views of the shared pages: no copy, one copy of the data for all
-      the workers (while the map runs, the machine holds the data twice: your copy
-      and the shared one).
-    - ``state`` is therefore **read-only** in the workers: its numpy arrays come back
-      with ``flags.writeable`` False; copy what you need to change. Arrays that are
-      not contiguous (a slice with a step) go inside the pickle instead, and each
-      worker gets a writeable copy of its own: pass ``np.ascontiguousarray(a)`` to
-      share them.
-    - A worker keeps the two most recent states it has read, and drops those of ended
-      maps when it reads another. The file is deleted when the map ends (workers that
-      still map it keep their view).
+    - On a ``ProcessPoolExecutor`` whose start method is ``fork`` (its
+      ``mp_context``; the default on Linux before Python 3.14), whose workers have not
+      started yet (a new executor: it starts them at the map's first ``submit``):
+      inherited. ``state`` is put where the workers find it before they are forked,
+      so each worker has the parent's object, its pages shared with the parent until
+      one of them writes: nothing is pickled or copied, and ``state`` need not be
+      picklable. The workers keep it until they exit, as with an ``initializer`` that
+      sets a global. A change a worker makes stays in that worker.
+    - On any other executor (``spawn`` and ``forkserver`` process pools, the defaults
+      from Python 3.14 on Linux and on macOS and Windows; a ``fork`` pool whose
+      workers were started before the map, which cannot inherit it; loky, MPI pools
+      and other executors, taken to run their workers in other processes of this
+      machine): through shared memory.
+      ``state`` is pickled once (protocol 5, large buffers such as numpy arrays' data
+      out of band) into a file in ``/dev/shm`` (the temporary directory if
+      ``/dev/shm`` is missing or too small), and each task carries only the file's
+      name. A worker reads the file at its first task of the map, mapping it
+      read-only, so numpy arrays in ``state`` are views of the shared pages: one copy
+      of the data for all the workers (while the map runs, the machine holds the data
+      twice: your copy and the shared one). Its numpy arrays come back with
+      ``flags.writeable`` False; arrays that are not contiguous (a slice with a
+      step) go inside the pickle instead, and each worker gets a writeable copy of
+      its own: pass ``np.ascontiguousarray(a)`` to share them. A worker keeps the two
+      most recent states it has read, and drops those of ended maps when it reads
+      another. The file is deleted when the map ends (workers that still map it keep
+      their view).
+    - Either way, treat ``state`` as **read-only**, and do not change it while the map
+      runs: a worker sees it as it was when the worker started (fork) or when the map
+      began (shared memory).
     - ``fn`` must be picklable by reference (a module-level function), as always with
       process pools. A warning says so if it pickles to more than 1 MiB: a bound
       method of the object that holds the data would be sent with every task.
     - An executor made with an ``initializer`` of its own keeps it: the initializer
-      runs first in each worker, as usual, and ``state`` is read at the worker's first
-      task of the map. The classic alternative to ``state=``, an initializer that sets
-      a global from ``initargs``, ties the data to the pool: it is sent as each worker
-      starts (pickled for each worker under the spawn and forkserver start methods)
-      and stays until the pool shuts down, and it does nothing for the results.
+      runs first in each worker, as usual. The classic alternative to ``state=``, an
+      initializer that sets a global from ``initargs``, ties the data to the pool: it
+      is pickled for each worker under the spawn and forkserver start methods (a copy
+      in every worker), and it does nothing for the results.
 
     Args:
         executor: a ``concurrent.futures.Executor`` (anything with ``submit``).
@@ -415,8 +476,8 @@ def map(
         window: the most tasks submitted and not yet handed to you, at least 1.
             ``None`` (the default): the executor's number of workers if it says
             (``_max_workers``), else ``os.cpu_count()``.
-        state: read-only data for every task: ``fn(state, x)``; sent to each worker
-            process once.
+        state: read-only data for every task: ``fn(state, x)``; inherited by forked
+            workers, or sent to the workers once through shared memory.
 
     Returns:
         An iterator (a generator) of the results, in input order.
@@ -424,7 +485,7 @@ def map(
     Raises:
         TypeError: ``executor`` has no ``submit``, ``fn`` is not callable, ``inputs``
             is not iterable, ``window`` is not an int; at the first ``next()``,
-            ``state`` cannot be pickled.
+            ``state`` goes through shared memory and cannot be pickled.
         ValueError: ``window`` is less than 1.
     """
     if not callable(getattr(executor, "submit", None)):
@@ -462,14 +523,26 @@ def _ordered_map(
     with phase():
         pending: Deque[Future[R]] = collections.deque()
         shared: Optional[_StateFile] = None
+        inherited: Optional[str] = None
         try:
             if threads:
                 call = fn if state is _UNSET else functools.partial(fn, state)
             elif state is _UNSET:
                 call = fn
             else:
-                shared = _write_state(state)
-                call = functools.partial(_call_with_state, fn, shared.path, shared.token)
+                if _start_method(executor) == "fork":
+                    # In place before the first submit, which forks the workers.
+                    token = secrets.token_hex(_TOKEN_BYTES)
+                    _inherited[token] = state
+                    if _workers_not_started(executor):
+                        inherited = token
+                    else:  # workers forked before this map cannot have it
+                        del _inherited[token]
+                if inherited is not None:
+                    call = functools.partial(_call_with_inherited, fn, inherited)
+                else:
+                    shared = _write_state(state)
+                    call = functools.partial(_call_with_state, fn, shared.path, shared.token)
             for x in itertools.islice(inputs, window):
                 pending.append(executor.submit(call, x))
             while pending:
@@ -480,6 +553,8 @@ def _ordered_map(
                     pending.append(executor.submit(call, x))
         finally:
             _stop(executor, pending)
+            if inherited is not None:
+                del _inherited[inherited]
             if shared is not None:
                 try:
                     os.unlink(shared.path)

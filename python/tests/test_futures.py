@@ -8,6 +8,7 @@ import gc
 import itertools
 import json
 import mmap
+import multiprocessing
 import os
 import pickle
 import subprocess
@@ -61,11 +62,16 @@ class RecordingThreadPool(ThreadPoolExecutor):
         return {args[0]: future for args, future in self.submitted if len(args) == 1}
 
 
+def process_pool(workers: int, method: str) -> ProcessPoolExecutor:
+    """A process pool whose workers start by ``method``: fork, forkserver or spawn."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
+
+
 class MeasuringProcessPool(ProcessPoolExecutor):
     """A process pool that records how many bytes each submitted task pickles to."""
 
-    def __init__(self, workers: int) -> None:
-        super().__init__(workers)
+    def __init__(self, workers: int, method: str) -> None:
+        super().__init__(workers, mp_context=multiprocessing.get_context(method))
         self.task_sizes: List[int] = []
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
@@ -104,6 +110,12 @@ def array_probe(state: Dict[str, np.ndarray], x: int) -> Dict[str, Any]:
         "value": float(values[x]),
         "strided_writeable": state["strided"].flags.writeable,
     }
+
+
+def state_whereabouts(state: Dict[str, Any], x: int) -> Tuple[int, int, bool, float]:
+    """Which worker, where its state's array is, whether it can be written, a value."""
+    values = state["values"]
+    return os.getpid(), values.__array_interface__["data"][0], values.flags.writeable, float(values[x])
 
 
 def fail_at_two(state: Any, x: int) -> int:
@@ -313,14 +325,15 @@ def test_state_is_passed_by_reference_on_threads() -> None:
         assert list(af.map(executor, lambda s, x: (s, x), range(3), state=None)) == [(None, 0), (None, 1), (None, 2)]
 
 
-def test_state_is_sent_to_each_worker_once() -> None:
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_state_is_sent_to_each_worker_once(method: str) -> None:
     state = {"values": np.arange(1 << 20, dtype=np.float64), "label": "first"}  # 8 MiB
-    with MeasuringProcessPool(2) as executor:
+    with MeasuringProcessPool(2, method) as executor:
         results = list(af.map(executor, state_probe, range(30), window=2, state=state))
         assert [value for _, _, _, value, _ in results] == [float(x) for x in range(30)]
         assert {label for _, _, label, _, _ in results} == {"first"}
         assert {seen for _, seen, _, _, _ in results} == {1}  # one state object per worker
-        assert max(executor.task_sizes) < 1024  # the tasks carry a file name, not the array
+        assert max(executor.task_sizes) < 1024  # the tasks carry a token or a file name, not the array
 
         # Later maps with other states: each worker reads each one once, keeps the newest.
         for round, label in enumerate(["second", "third"], start=2):
@@ -337,7 +350,7 @@ def test_state_arrays_are_read_only_views_in_workers() -> None:
         "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
         "strided": np.arange(100.0)[::2],
     }
-    with ProcessPoolExecutor(2) as executor:
+    with process_pool(2, "forkserver") as executor:  # through shared memory
         probes = list(af.map(executor, array_probe, [5, 99_999], state=state))
     for probe, x in zip(probes, [5, 99_999]):
         assert probe["writeable"] is False
@@ -352,7 +365,7 @@ def test_state_arrays_are_read_only_views_in_workers() -> None:
 def test_state_file_is_removed_when_the_map_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(af, "_state_directory", lambda nbytes: str(tmp_path))
     state = {"values": np.arange(1000.0), "label": "x"}
-    with ProcessPoolExecutor(2) as executor:
+    with process_pool(2, "forkserver") as executor:  # through shared memory
         results = af.map(executor, state_probe, range(10), window=2, state=state)
         next(results)
         assert len(list(tmp_path.iterdir())) == 1
@@ -370,10 +383,89 @@ def test_state_file_is_removed_when_the_map_ends(tmp_path: Path, monkeypatch: py
 
 
 def test_unpicklable_state_is_reported() -> None:
-    with ProcessPoolExecutor(1) as executor:
+    with process_pool(1, "forkserver") as executor:  # through shared memory
         results = af.map(executor, fail_at_two, range(3), state=threading.Lock())
         with pytest.raises(TypeError, match="state= must be picklable"):
             next(results)
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_state_goes_to_the_workers_by_their_start_method(
+    method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fork: the workers inherit the parent's array (same address, no file, writeable
+    # as their private copy-on-write pages); forkserver and spawn: a file in shared
+    # memory, mapped read-only by every worker.
+    monkeypatch.setattr(af, "_state_directory", lambda nbytes: str(tmp_path))
+    state = {"values": np.arange(100_000, dtype=np.float64)}
+    parent_address = state["values"].__array_interface__["data"][0]
+    with process_pool(2, method) as executor:
+        results = af.map(executor, state_whereabouts, range(0, 100_000, 5_000), window=2, state=state)
+        first = next(results)
+        files = list(tmp_path.iterdir())
+        whereabouts = [first, *results]
+    assert [value for _, _, _, value in whereabouts] == [float(x) for x in range(0, 100_000, 5_000)]
+    addresses = {address for _, address, _, _ in whereabouts}
+    writeable = {flag for _, _, flag, _ in whereabouts}
+    if method == "fork":
+        assert files == []
+        assert addresses == {parent_address} and writeable == {True}
+    else:
+        assert len(files) == 1
+        assert parent_address not in addresses and writeable == {False}
+    assert af._inherited == {}  # the map's entry is gone with it
+
+
+def test_under_fork_an_unpicklable_state_is_inherited() -> None:
+    state = {"lock": threading.Lock(), "values": np.arange(10.0)}
+    with process_pool(2, "fork") as executor:
+        assert [value for _, _, _, value in af.map(executor, state_whereabouts, range(10), state=state)] == [
+            float(x) for x in range(10)
+        ]
+
+
+def test_under_fork_workers_started_before_the_map_read_the_state_from_shared_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(af, "_state_directory", lambda nbytes: str(tmp_path))
+    state = {"values": np.arange(1000.0)}
+    parent_address = state["values"].__array_interface__["data"][0]
+    with process_pool(2, "fork") as executor:
+        assert executor.submit(square, 3).result() == 9  # the workers start without the state
+        results = af.map(executor, state_whereabouts, range(10), window=2, state=state)
+        first = next(results)
+        assert len(list(tmp_path.iterdir())) == 1
+        whereabouts = [first, *results]
+    assert [value for _, _, _, value in whereabouts] == [float(x) for x in range(10)]
+    assert parent_address not in {address for _, address, _, _ in whereabouts}
+    assert af._inherited == {} and list(tmp_path.iterdir()) == []
+
+
+def test_start_method_is_known_for_process_pools_only() -> None:
+    for method in ("fork", "forkserver", "spawn"):
+        with process_pool(1, method) as executor:
+            assert af._start_method(executor) == method
+    with ThreadPoolExecutor(1) as threads:
+        assert af._start_method(threads) is None
+
+    class ContextFree(ProcessPoolExecutor):
+        def __init__(self) -> None:
+            super().__init__(1)
+            self._mp_context = None
+
+    with ContextFree() as executor:
+        assert af._start_method(executor) is None
+    loky = pytest.importorskip("joblib.externals.loky")
+    executor = loky.ProcessPoolExecutor(1)
+    try:
+        assert af._start_method(executor) is None  # loky's own executor: shared memory
+    finally:
+        executor.shutdown()
+
+
+def test_a_worker_without_the_inherited_state_says_why() -> None:
+    with pytest.raises(RuntimeError, match="has not inherited the map's state"):
+        af._call_with_inherited(square, "no such token", 1)
 
 
 class _Holder:

@@ -3,6 +3,7 @@ block is freed by the allocator that made it, installing twice, removing, other 
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -81,8 +82,31 @@ def test_threshold():
         arenapool.set_threshold(1024)
     with pytest.raises(TypeError):
         arenapool.set_threshold("64k")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        arenapool.set_threshold(-1)
+
+
+@pytest.mark.parametrize("nbytes", [-1, 0, 1024, 32 << 10, 2**63, 2**70])
+def test_a_threshold_out_of_range_is_one_value_error_giving_the_range(nbytes):
+    smallest = _arenapool.phase_threshold()
+    with pytest.raises(ValueError) as error:
+        arenapool.set_threshold(nbytes)
+    assert f"must be from {smallest} " in str(error.value)
+    assert f"to {sys.maxsize} " in str(error.value)
+    assert str(error.value).endswith(f"got {nbytes}. To stop the hooks taking blocks, call arenapool.uninstall()")
+    assert arenapool.threshold() == 64 << 10  # unchanged
+    with pytest.raises(ValueError, match="must be from"):
+        arenapool.install(threshold=nbytes)
+
+
+def test_the_ends_of_the_threshold_range_are_accepted():
+    for nbytes in (_arenapool.phase_threshold(), sys.maxsize):
+        arenapool.set_threshold(nbytes)
+        assert arenapool.threshold() == nbytes
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, "False"])
+def test_install_numpy_takes_a_bool_or_none_only(value):
+    with pytest.raises(TypeError, match=r"numpy=\.\.\.\) takes True, False or None"):
+        arenapool.install(numpy=value)
 
 
 def test_every_thread_has_numpys_handler():

@@ -4,7 +4,9 @@ Field report S3's loop must run in flat memory, its broken versions must be caug
 the same measurement, and bad input must give a clear error on every rank instead of
 a hang or a crash. The small programs of the error cases are written into the test's
 temporary folder. Every run has a time limit, so a hang fails its test instead of the
-whole run. The tests are skipped, with the reason, where mpi4py or mpirun is missing.
+whole run. The tests are skipped, with the reason, where mpi4py or mpirun is missing, unless
+the environment sets ARENAPOOL_REQUIRE_MPI=1: then they fail, as does any other skip of
+this module's tests.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ LOOP = Path(__file__).with_name("mpi_loop.py")
 ITERATIONS = max(2_000, int(os.environ.get("ARENAPOOL_MPI_ITERATIONS", "20000")))
 LOOP_SECONDS = 300  # time limit of a loop run
 CASE_SECONDS = 60  # time limit of an error case (each takes about a second)
+
+# With ARENAPOOL_REQUIRE_MPI=1, a test of this module that would skip fails instead
+# (conftest.py).
+pytestmark = pytest.mark.mpi
 
 needs_mpi = pytest.mark.skipif(
     not HAVE_MPI4PY or MPIRUN is None,
@@ -602,3 +608,39 @@ def test_importing_without_mpi4py_says_how_to_install_it() -> None:
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: arenapool.mpi: it needs mpi4py"), result.stderr
     assert "pip install mpi4py" in last and "MPI library" in last, result.stderr
+
+
+def test_importing_with_mpi4py_but_no_mpi_library_says_what_to_install(tmp_path: Path) -> None:
+    # mpi4py 4 raises RuntimeError from `from mpi4py import MPI` when it finds no MPI
+    # library: a stand-in package that does the same.
+    package = tmp_path / "mpi4py"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "MPI.py").write_text(
+        "raise RuntimeError('cannot load MPI library\\n/usr/lib/libmpi.so: cannot open "
+        "shared object file: No such file or directory')\n"
+    )
+    code = textwrap.dedent(
+        """
+        try:
+            import arenapool.mpi
+        except ImportError as error:
+            print(type(error.__cause__).__name__, str(error.__cause__).splitlines()[0])
+            raise
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=CASE_SECONDS,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))},
+    )
+    assert result.returncode != 0
+    assert result.stdout.strip() == "RuntimeError cannot load MPI library", result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "ImportError: arenapool.mpi: mpi4py is installed but cannot load an MPI library "
+        "(cannot load MPI library). It needs an MPI library"
+    ), result.stderr
+    assert "apt-get install openmpi-bin libopenmpi-dev" in last, result.stderr

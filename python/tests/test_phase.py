@@ -66,6 +66,43 @@ def test_a_phase_object_is_not_entered_twice():
     assert not arenapool.phase_is_open()
 
 
+def test_exit_without_enter_is_a_clear_error():
+    p = arenapool.phase()
+    with pytest.raises(arenapool.ArenaPoolError, match="never entered: call __enter__ before __exit__"):
+        p.__exit__(None, None, None)
+    assert repr(p) == "<arenapool.phase not entered>"
+
+
+def test_a_second_exit_is_a_clear_error():
+    p = arenapool.phase()
+    with p:
+        pass
+    with pytest.raises(arenapool.ArenaPoolError, match="already ended: __exit__ was called twice"):
+        p.__exit__(None, None, None)
+    assert isinstance(p.report, arenapool.Report)  # the first exit's report stays
+    with p:  # a phase that has ended may be entered again
+        assert arenapool.phase_is_open()
+    assert not arenapool.phase_is_open()
+
+
+def test_phase_without_parentheses_is_a_decorator():
+    @arenapool.phase
+    def work(n):
+        """Sums ones."""
+        assert arenapool.phase_is_open()
+        return np.ones(n).sum()
+
+    assert work(100_000) == 100_000.0
+    assert work(10) == 10.0  # each call a phase of its own
+    assert work.__name__ == "work" and work.__doc__ == "Sums ones."
+    assert not arenapool.phase_is_open()
+
+
+def test_phase_with_an_argument_says_how_to_write_it():
+    with pytest.raises(TypeError, match=r"takes no arguments.*`@arenapool.phase\(\)`"):
+        arenapool.phase(5)
+
+
 def test_memory_and_trim():
     m = arenapool.memory()
     assert m.rss > 0 and m.peak_rss >= m.rss

@@ -1,0 +1,108 @@
+"""Fork safety: children made by fork while phases are open and other threads allocate.
+
+Each program runs in a fresh interpreter with a time limit, in a session of its own:
+a hung child (or parent) is killed with the whole session, and fails its test instead
+of hanging the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+SCRIPT = Path(__file__).with_name("fork_safety.py")
+FORKS = 100  # tests/fork_safety.py's default is 500
+CHILD_DEADLINE = 20  # seconds a child may take before it counts as hung
+
+
+def run_in_session(command: List[str], timeout: float) -> "subprocess.CompletedProcess[str]":
+    """Run ``command`` in a session of its own; kill the session if it outlives
+    ``timeout`` (children that hold its output open included)."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{' '.join(command)} hung: no end within {timeout} s\n{stdout}\n{stderr}")
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # whatever it left behind
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def last_json(result: "subprocess.CompletedProcess[str]") -> Any:
+    lines = result.stdout.strip().splitlines()
+    if not lines:
+        pytest.fail(f"no output (exit status {result.returncode}):\n{result.stderr}")
+    return json.loads(lines[-1])
+
+
+def test_children_forked_while_threads_churn_phases_exit_in_time() -> None:
+    result = run_in_session(
+        [sys.executable, str(SCRIPT), "--forks", str(FORKS), "--deadline", str(CHILD_DEADLINE)],
+        timeout=FORKS * 0.05 + CHILD_DEADLINE + 120,
+    )
+    counts = last_json(result)
+    assert counts["hung"] == 0, (
+        f"{counts['hung']} of {FORKS} children forked while 3 threads opened and ended "
+        f"phases hung (alive {CHILD_DEADLINE} s after they started, then killed): {counts}"
+    )
+    assert counts["exited 0"] == FORKS and result.returncode == 0, (counts, result.stderr)
+
+
+@pytest.mark.parametrize("how", ["multiprocessing", "os.fork"])
+def test_a_child_forked_inside_a_phase_sees_no_phase_open(how: str) -> None:
+    code = textwrap.dedent(
+        f"""
+        import json, multiprocessing, os
+        import numpy as np
+        import arenapool
+
+        def child(report):
+            seen = arenapool.phase_is_open()
+            with arenapool.phase() as p:  # a phase of the child's own
+                inside = arenapool.phase_is_open()
+                array = np.ones(1 << 20)
+                del array
+            os.write(report, json.dumps([seen, inside, arenapool.phase_is_open(),
+                                         p.report is not None]).encode())
+            os._exit(0)
+
+        with arenapool.phase():
+            read, write = os.pipe()
+            if {how!r} == "os.fork":
+                pid = os.fork()
+                if pid == 0:
+                    child(write)
+                _, status = os.waitpid(pid, 0)
+                code = os.waitstatus_to_exitcode(status)
+            else:
+                process = multiprocessing.get_context("fork").Process(target=child, args=(write,))
+                process.start()
+                process.join()
+                code = process.exitcode
+            os.close(write)
+            seen_by_child = json.loads(os.read(read, 1000))
+            still_open = arenapool.phase_is_open()
+        print(json.dumps([code, seen_by_child, still_open, arenapool.phase_is_open()]))
+        """
+    )
+    result = run_in_session([sys.executable, "-c", code], timeout=60)
+    code, (seen, inside, after, reported), parent_inside, parent_after = last_json(result)
+    assert code == 0, result.stderr
+    assert not seen, "the child saw its parent's phase open"
+    assert inside and reported and not after, "the child's own phase did not open and end"
+    assert parent_inside and not parent_after, "the parent's phase changed"
