@@ -5,9 +5,9 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use crate::binding::Binding;
-use crate::global::ensure_bindable;
+use crate::install::ensure_bindable;
 use crate::recycler::{self, Decay, Slot};
-use crate::{ctl, purge, Error};
+use crate::{ctl, hooks, purge, Error};
 
 /// A jemalloc arena that threads can be bound to, and whose free pages can be given
 /// back to the OS.
@@ -128,7 +128,7 @@ impl Arena {
     /// the arena alive and can be stored (in a thread-local, say) across calls. This is
     /// how a thread pool binds each of its workers to an arena for the worker's life.
     pub fn bind_shared(self: &Arc<Self>) -> Binding<'static> {
-        Binding::new(self.index(), Some(Arc::clone(self)))
+        Binding::new(self.index(), Some(Arc::clone(self) as Arc<dyn Send + Sync>))
     }
 
     /// From now on, pages freed in this arena stay with it, for reuse by the work
@@ -230,7 +230,7 @@ impl Arena {
     ///
     /// None in practice; the signature leaves room for a control call.
     pub fn returned_total(&self) -> Result<usize, Error> {
-        Ok(crate::report::returned_by([self.index()]))
+        Ok(usize::try_from(hooks::bytes_given_back(self.index())).unwrap_or(usize::MAX))
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::{ctl, recycler, Arena};
+use crate::{ctl, table};
 
 thread_local! {
     static BOUND: Cell<Bound> = const {
@@ -29,9 +29,9 @@ struct Bound {
     current: u32,
 }
 
-/// The calling thread allocates from an [`Arena`] until this guard is dropped.
+/// The calling thread allocates from an [`Arena`](crate::Arena) until this guard is dropped.
 ///
-/// Created by [`Arena::bind`] or [`Arena::bind_shared`]. Dropping it flushes the
+/// Created by [`Arena::bind`](crate::Arena::bind) or [`Arena::bind_shared`](crate::Arena::bind_shared). Dropping it flushes the
 /// thread's cache if the thread freed anything while bound (so objects it freed go back
 /// to their arenas, where a purge can return their pages), then restores the arena the
 /// thread was bound to before. It runs on
@@ -45,8 +45,8 @@ struct Bound {
 /// # Warning: leaking a binding
 ///
 /// A binding that is never dropped (`mem::forget`, a leaked `Box`) leaves the thread
-/// bound: it goes on allocating from the arena after the [`Arena`] is dropped, and after
-/// the arena is handed to the next [`Arena::new`]. Nothing becomes invalid (arenas are
+/// bound: it goes on allocating from the arena after the [`Arena`](crate::Arena) is dropped, and after
+/// the arena is handed to the next [`Arena::new`](crate::Arena::new). Nothing becomes invalid (arenas are
 /// never reset or destroyed), but that memory then lands in whatever work the arena
 /// serves next, and is given back only with it. [`current_arena`] tells whether the
 /// calling thread is still bound.
@@ -58,12 +58,14 @@ pub struct Binding<'a> {
     /// The thread's byte counters (allocated, freed) when it was bound: if it has freed
     /// nothing since, its cache holds nothing it freed and need not be flushed.
     counters: Option<(u64, u64)>,
-    _owner: Option<Arc<Arena>>,
-    _marker: PhantomData<(&'a Arena, *const ())>,
+    /// What keeps the arena alive for a binding that owns it (an `Arc<Arena>`).
+    _owner: Option<Arc<dyn Send + Sync>>,
+    /// Borrows the arena for `'a`; not `Send`: the binding is the thread's.
+    _marker: PhantomData<(&'a (), *const ())>,
 }
 
 impl Binding<'_> {
-    pub(crate) fn new(arena: u32, owner: Option<Arc<Arena>>) -> Self {
+    pub(crate) fn new(arena: u32, owner: Option<Arc<dyn Send + Sync>>) -> Self {
         let previous = ctl::thread_arena_swap(arena).ok();
         if let Some(previous) = previous {
             BOUND.with(|bound| {
@@ -89,7 +91,7 @@ impl Binding<'_> {
     }
 
     /// Whether the thread was in fact bound. jemalloc refuses a binding only when it
-    /// cannot find the arena, which does not happen for an existing [`Arena`].
+    /// cannot find the arena, which does not happen for an existing [`Arena`](crate::Arena).
     pub fn is_bound(&self) -> bool {
         self.previous.is_some()
     }
@@ -174,8 +176,8 @@ pub(crate) fn bound_arena() -> Option<u32> {
 }
 
 /// The arena index of the calling thread if it is bound to one of this crate's arenas
-/// (inside [`with_arena`](crate::with_arena), [`Arena::enter`] or a pool job), `None`
+/// (inside [`with_arena`](crate::with_arena), [`Arena::enter`](crate::Arena::enter) or a pool job), `None`
 /// if it allocates from one of jemalloc's automatic arenas.
 pub fn current_arena() -> Option<u32> {
-    ctl::thread_arena().ok().filter(|&i| recycler::is_ours(i))
+    ctl::thread_arena().ok().filter(|&i| table::is_ours(i))
 }

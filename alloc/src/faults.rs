@@ -6,18 +6,23 @@
 //! turn on; without it every check below is the constant `false`, and nothing of this
 //! module exists in the public API.
 //!
-//! ```
-//! use arenapool_alloc::faults::{self, Fault};
-//! use arenapool_alloc::RawAlloc;
-//!
-//! // The next attempt to map memory for an arena of this crate's fails: a block
-//! // larger than any the arenas hold unused cannot be had.
-//! faults::fail_every(Fault::Map, 1);
-//! let block = RawAlloc::alloc(1 << 30, 64);
-//! faults::fail_every(Fault::Map, 0);
-//! assert!(block.is_null());
-//! assert!(faults::injected(Fault::Map) > 0);
-//! ```
+#![cfg_attr(
+    feature = "fault-injection",
+    doc = r#"
+```
+use arenapool_alloc::faults::{self, Fault};
+use arenapool_alloc::RawAlloc;
+
+// The next attempt to map memory for an arena of this crate's fails: a block larger
+// than any the arenas hold unused cannot be had.
+faults::fail_every(Fault::Map, 1);
+let block = RawAlloc::alloc(1 << 30, 64);
+faults::fail_every(Fault::Map, 0);
+assert!(block.is_null());
+assert!(faults::injected(Fault::Map) > 0);
+```
+"#
+)]
 
 #[cfg_attr(not(feature = "fault-injection"), allow(unused_imports))]
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

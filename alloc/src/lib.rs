@@ -35,35 +35,65 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs, missing_debug_implementations)]
 
-mod arena;
-mod binding;
-mod bytes;
-mod ctl;
-mod error;
+// The floors, from the ground up: each module uses only modules declared above it
+// (`tests/floors.rs` checks it; docs/design.md has the map).
+// 1. the ground: fault injection for tests, jemalloc's control interface, bytes,
+//    errors, the fork gate and its locks, the huge-page setting, the check that
+//    jemalloc is installed;
+// 2. the map of the address space and the table of per-arena state;
+// 3. the extent hooks (what jemalloc calls);
+// 4. the purge mechanism, then the decay policy (keep, give back, stand by);
+// 5. memory figures, the recycler of arenas, per-CPU sets of them;
+// 6. bindings, `Arena`, reports, the allocator's routing;
+// 7. phases and scopes;
+// 8. the global allocator and `RawAlloc`.
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 #[cfg(not(feature = "fault-injection"))]
 mod faults;
+
+mod bytes;
+mod ctl;
+
+mod error;
 mod fork;
-mod global;
-mod hooks;
 mod huge;
-mod memory;
-mod percpu;
-mod phase;
+mod install;
+
+mod map;
+mod table;
+
+mod hooks;
+
 mod purge;
-mod raw;
+
+mod decay;
+
+mod memory;
 mod recycler;
+
+mod percpu;
+
+mod binding;
+
+mod arena;
+
 mod report;
+mod route;
+
+mod phase;
 mod scope;
-mod standby;
+
+mod global;
+mod raw;
 
 pub use self::arena::{live_arenas, Arena};
 pub use self::binding::{current_arena, Binding};
 pub use self::bytes::Bytes;
 pub use self::error::Error;
-pub use self::global::{is_installed, ArenaAlloc};
+pub use self::global::ArenaAlloc;
 pub use self::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
+pub use self::install::is_installed;
 pub use self::memory::{
     flush_thread_cache, huge_page_rss, memory, peak_rss, reset_peak_rss, rss, rss_of,
     thread_cache_worst_case, trim, Memory,

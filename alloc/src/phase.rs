@@ -17,28 +17,15 @@
 //! small objects freed during the phase) are purged too, unless
 //! [`set_trim_after_phase`] turned that off.
 
-use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use tikv_jemalloc_sys as ffi;
-
 use crate::ctl::{self, ARENAS_ALL};
 use crate::fork::{self, Lock, LockGuard};
-use crate::global::ensure_routable;
-use crate::percpu::PerCpu;
+use crate::install::ensure_routable;
 use crate::report::{self, Report};
-use crate::{binding, huge, memory, purge, recycler, Error};
-
-/// No threshold can be smaller: sizes below it are never routed, whatever the
-/// settings, and are told apart by a comparison with this constant before any atomic
-/// load. (jemalloc's smallest large size class with 4 KiB pages; the smallest
-/// threshold allowed is larger still, see [`smallest_threshold`].)
-pub(crate) const FLOOR: usize = 16 << 10;
-
-/// The threshold while a phase is open; `usize::MAX`, which no size reaches, while none
-/// is.
-static OPEN_THRESHOLD: AtomicUsize = AtomicUsize::new(usize::MAX);
+use crate::route::{self, FLOOR, PHASE_ARENAS as ARENAS};
+use crate::{decay, huge, memory, purge, table, Error};
 
 /// The threshold set by [`set_phase_threshold`]; 0 for the default.
 static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
@@ -48,8 +35,6 @@ static TRIM_AFTER: AtomicBool = AtomicBool::new(true);
 /// How many phases are open. Taken only to open and end phases.
 static OPEN: Lock<usize> = Lock::new(0);
 
-static ARENAS: PerCpu = PerCpu::new();
-
 fn open_count() -> LockGuard<'static, usize> {
     OPEN.lock()
 }
@@ -58,51 +43,12 @@ fn open_count() -> LockGuard<'static, usize> {
 /// belong to the parent's threads, and none is open in the child. The phase arenas keep
 /// what they kept; the child's first phase end, or [`trim`](crate::trim), gives it back.
 fn after_fork_in_child() {
-    OPEN_THRESHOLD.store(usize::MAX, Ordering::Relaxed);
+    route::close();
     // No thread holds the lock: the fork waited for every section to end (if the forking
     // thread held it itself, it ends its phase as in the parent).
     if let Some(mut open) = OPEN.try_lock() {
         *open = 0;
     }
-}
-
-/// The alignment jemalloc gives every block without being asked (as tikv's `Jemalloc`
-/// assumes on the 64-bit targets it supports).
-const MIN_ALIGN: usize = 16;
-
-/// jemalloc's `mallocx` flags for a block of `size` bytes aligned to `align` (a power of
-/// two) in `arena` (`None`: the calling thread's own): no thread cache, so that no
-/// thread keeps the block's pages once it is freed (for blocks above the threshold,
-/// which no cache holds, this only says so), and the alignment as tikv's `Jemalloc`
-/// asks for it.
-#[inline]
-pub(crate) fn mallocx_flags(arena: Option<u32>, align: usize, size: usize) -> c_int {
-    let align = if align <= MIN_ALIGN && align <= size {
-        0
-    } else {
-        ffi::MALLOCX_LG_ALIGN(align.trailing_zeros() as usize)
-    };
-    let arena = arena.map_or(0, |index| ffi::MALLOCX_ARENA(index as usize));
-    arena | align | ffi::MALLOCX_TCACHE_NONE
-}
-
-/// The phase arena for a block of `size` bytes asked for by the calling thread, if it
-/// goes to one: a phase is open, `size` reaches the threshold, and the thread is not
-/// bound to an arena of its own.
-#[inline]
-pub(crate) fn route(size: usize) -> Option<u32> {
-    if size < OPEN_THRESHOLD.load(Ordering::Relaxed) {
-        return None;
-    }
-    phase_arena()
-}
-
-#[inline(never)]
-fn phase_arena() -> Option<u32> {
-    if binding::is_bound() {
-        return None;
-    }
-    ARENAS.pick()
 }
 
 /// The smallest threshold allowed: larger than any block a thread's cache holds
@@ -142,7 +88,7 @@ pub fn set_phase_threshold(bytes: usize) -> Result<(), Error> {
     let open = open_count();
     THRESHOLD.store(bytes, Ordering::Relaxed);
     if *open > 0 {
-        OPEN_THRESHOLD.store(bytes, Ordering::Relaxed);
+        route::open(bytes);
     }
     Ok(())
 }
@@ -424,14 +370,14 @@ fn begin() -> Result<u32, Error> {
     if *open == 0 {
         fork::on_child(after_fork_in_child);
         ARENAS.make(huge::default_setting(), |_| Ok(()))?;
-        if let Err(e) = ARENAS.indices().try_for_each(purge::keep_freed) {
+        if let Err(e) = ARENAS.indices().try_for_each(decay::keep_freed) {
             // No phase opens: none of the arenas may keep what is freed in them.
             for index in ARENAS.indices() {
-                let _ = purge::return_freed(index);
+                let _ = decay::return_freed(index);
             }
             return Err(e.into());
         }
-        OPEN_THRESHOLD.store(phase_threshold(), Ordering::Relaxed);
+        route::open(phase_threshold());
     }
     *open += 1;
     // Read under the lock: a child's handler resets the count only once no thread holds
@@ -447,13 +393,13 @@ fn end() {
     if *open > 0 {
         return;
     }
-    OPEN_THRESHOLD.store(usize::MAX, Ordering::Relaxed);
+    route::close();
     // Small objects this thread freed go back to their arenas before those are purged.
     // No call here can fail for arenas that exist; if one did, the cost is pages left
     // resident until the next phase's end or a trim.
     let _ = ctl::thread_tcache_flush();
     for index in ARENAS.indices() {
-        if purge::return_freed(index).is_err() {
+        if decay::return_freed(index).is_err() {
             let _ = purge::purge(index);
         }
     }
@@ -468,5 +414,5 @@ fn end() {
 /// arena for oversize blocks.
 fn other_arenas() -> impl Iterator<Item = u32> {
     let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
-    (0..count).filter(|&i| !recycler::is_ours(i))
+    (0..count).filter(|&i| !table::is_ours(i))
 }

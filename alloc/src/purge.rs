@@ -14,13 +14,9 @@
 //!   freed (seen: 0 B, or 2.0 MiB, of 4.6 MiB).
 //!
 //! While work runs in an arena its dirty decay is -1, and jemalloc starts no purge of
-//! its own. So the work's end is safe if none is under way when the work starts. When
-//! an arena's work ends ([`return_freed`]), this module notes the arena's count of
-//! active pages before and after its purge, and the calls of the arena's extent hooks
-//! so far. When work starts again ([`keep_freed`]), decay -1 first, a purge of
-//! jemalloc's can be under way only if something was freed into the arena meanwhile
-//! (the count moved), or one ran (the hooks were called). Only then does it wait for
-//! that purge to end:
+//! its own. So the work's end is safe if none is under way when the work starts; when
+//! one may be (see [`crate::decay`]), the start waits for it to end
+//! ([`until_a_purge_runs`]):
 //!
 //! Every arena this crate creates has the extent hooks of [`crate::hooks`], which count
 //! the calls that give pages back, per arena and per thread. Under the arena's
@@ -39,23 +35,19 @@
 //! happen at once, but the pages of small objects, whose slabs empty inside jemalloc,
 //! wait for the arena's next purge: its next use, or [`trim`](crate::trim).
 
-use std::ptr;
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::ctl::{self, CtlResult, Pages, ARENAS_ALL};
+use crate::ctl::{self, CtlResult, ARENAS_ALL};
 use crate::fork::{self, Lock, LockGuard};
-use crate::{hooks, huge, recycler, standby};
+use crate::{hooks, map, table};
 
-/// One lock per arena index, held by every purge and decay change this crate makes.
-static PURGING: [Lock<()>; ARENAS_ALL as usize] = [const { Lock::new(()) }; ARENAS_ALL as usize];
-
-pub(crate) fn purging(index: u32) -> LockGuard<'static, ()> {
-    PURGING[index as usize].lock()
+/// Arena `index`'s purge lock (in its entry of [`crate::table`]), held by every purge and
+/// decay change this crate makes to it.
+pub(crate) fn lock(index: u32) -> LockGuard<'static, ()> {
+    table::arena(index).purge_lock.lock()
 }
 
 /// How long a purge waits for one of jemalloc's to end before giving up (and leaving
@@ -71,37 +63,15 @@ const PATIENCE_INHERITED: Duration = Duration::from_millis(50);
 /// arena of this crate's exists (before, no block can lie in one).
 static UNCACHED_FROM: AtomicUsize = AtomicUsize::new(usize::MAX);
 
-/// Creates an arena with the hooks of [`crate::hooks`], memory from `mmap` only, muzzy
-/// decay 0 (every purge a forced one) and huge pages if `huge` (and the kernel allows
-/// them), and returns its index.
-pub(crate) fn create_arena(huge: bool) -> CtlResult<u32> {
-    UNCACHED_FROM.store(ctl::tcache_max()? + 1, Ordering::Relaxed);
-    // SAFETY: the table lives in a static for the rest of the process and is never
-    // written after it was built.
-    let index = unsafe { ctl::arenas_create(hooks::table()?)? };
-    if let Some(arena) = RETURNED.get(index as usize) {
-        arena
-            .generation
-            .store(fork::generation(), Ordering::Relaxed);
-    }
-    // Before anything but jemalloc's metadata is mapped for it (never advised).
-    huge::set_for_arena(index, huge);
-    // Before anything is allocated in it: `merge` relies on it.
-    ctl::arena_disable_dss(index)?;
-    // Cannot fail for an arena just created; if it did, purges of this arena would
-    // only be lazy ones, whose pages the kernel takes back when it needs them.
-    let _ = ctl::arena_set_decay(index, Pages::Muzzy, 0);
-    Ok(index)
+/// Called before an arena of this crate's is created: from then on, a block of `from`
+/// bytes or more may lie in one, freed straight to its arena.
+pub(crate) fn arenas_exist(from: usize) {
+    UNCACHED_FROM.store(from, Ordering::Relaxed);
 }
 
-/// Where each arena of this crate keeps its count of active pages (see
-/// [`ctl::arena_active_pages`]), once looked up.
-static ACTIVE: [AtomicPtr<usize>; ARENAS_ALL as usize] =
-    [const { AtomicPtr::new(ptr::null_mut()) }; ARENAS_ALL as usize];
-
 /// Arena `index`'s active pages, or `None` if the counter cannot be found yet.
-fn active_pages(index: u32) -> Option<usize> {
-    let mut count = ACTIVE[index as usize].load(Ordering::Relaxed);
+pub(crate) fn active_pages(index: u32) -> Option<usize> {
+    let mut count = table::arena(index).active_pages.load(Ordering::Relaxed);
     if count.is_null() {
         count = look_up_active(index)?;
     }
@@ -113,10 +83,6 @@ fn active_pages(index: u32) -> Option<usize> {
 /// How many failed look-ups of its counter an arena waits before it refreshes
 /// jemalloc's statistics itself (see [`look_up_active`]).
 const LOOK_UPS_BEFORE_REFRESH: u8 = 4;
-
-/// Per arena: look-ups of its counter that failed.
-static FAILED_LOOK_UPS: [AtomicU8; ARENAS_ALL as usize] =
-    [const { AtomicU8::new(0) }; ARENAS_ALL as usize];
 
 /// How many arenas this crate had created at the last refresh [`look_up_active`] made.
 static CREATED_AT_REFRESH: Lock<usize> = Lock::new(0);
@@ -134,10 +100,11 @@ fn look_up_active(index: u32) -> Option<*mut usize> {
     let count = match ctl::arena_active_pages(index) {
         Ok(count) => count,
         Err(_) => {
-            let failed = FAILED_LOOK_UPS[index as usize]
+            let failed = table::arena(index)
+                .failed_look_ups
                 .fetch_add(1, Ordering::Relaxed)
                 .saturating_add(1);
-            let created = recycler::created();
+            let created = table::created();
             {
                 let mut last = CREATED_AT_REFRESH.lock();
                 if failed < LOOK_UPS_BEFORE_REFRESH && created < *last + (*last / 8).max(1) {
@@ -150,48 +117,11 @@ fn look_up_active(index: u32) -> Option<*mut usize> {
         }
     };
     let count = count.as_ptr();
-    ACTIVE[index as usize].store(count, Ordering::Relaxed);
+    table::arena(index)
+        .active_pages
+        .store(count, Ordering::Relaxed);
     Some(count)
 }
-
-/// Per arena: what [`return_freed`] saw, for [`keep_freed`] to compare.
-struct Returned {
-    /// [`return_freed`] has run for the arena: until then, no work has ended in it and
-    /// its decay was never 0, so no purge of jemalloc's can have started in it.
-    once: AtomicBool,
-    /// The arena's active pages when its last work ended, after the purge.
-    active: AtomicUsize,
-    /// The calls of the arena's hooks by then.
-    hook_calls: AtomicU64,
-    /// Something was freed into the arena during that purge, or the purge failed, or
-    /// the count could not be read: wait for purges at the next start whatever the
-    /// counts say.
-    unsure: AtomicBool,
-    /// No work runs in the arena: its decay is 0 (set just after this flag), and a
-    /// free into it must see its pages go back (see [`free`]).
-    idle: AtomicBool,
-    /// The fork generation the arena was created in (see [`crate::fork`]): in a child
-    /// made by `fork` later, the arena is inherited.
-    generation: AtomicU32,
-    /// Inherited, and a purge of jemalloc's seemed under way in it for good: see
-    /// [`until_a_purge_runs`].
-    stuck: AtomicBool,
-    /// Control calls for the arena that jemalloc refused (see [`failures`]).
-    failed: AtomicU64,
-}
-
-static RETURNED: [Returned; ARENAS_ALL as usize] = [const {
-    Returned {
-        once: AtomicBool::new(false),
-        active: AtomicUsize::new(0),
-        hook_calls: AtomicU64::new(0),
-        unsure: AtomicBool::new(false),
-        idle: AtomicBool::new(false),
-        generation: AtomicU32::new(0),
-        stuck: AtomicBool::new(false),
-        failed: AtomicU64::new(0),
-    }
-}; ARENAS_ALL as usize];
 
 /// Attempts to give arena `index`'s pages back (or to set it to keep or give back
 /// freed pages) that failed so far: control calls jemalloc refused, and calls of its
@@ -199,129 +129,31 @@ static RETURNED: [Returned; ARENAS_ALL as usize] = [const {
 /// the arena's next purge (a control call), or stay until the arena reuses them (a
 /// range the kernel refused, which jemalloc keeps without trying again).
 pub(crate) fn failures(index: u32) -> u64 {
-    let own = RETURNED
-        .get(index as usize)
-        .map_or(0, |arena| arena.failed.load(Ordering::Relaxed));
+    let own = table::get(index).map_or(0, |state| state.controls_failed.load(Ordering::Relaxed));
     own.saturating_add(hooks::failed(index))
 }
 
 /// `result` of a control call for arena `index`, counted if it failed.
-fn counted<T>(index: u32, result: CtlResult<T>) -> CtlResult<T> {
+pub(crate) fn counted<T>(index: u32, result: CtlResult<T>) -> CtlResult<T> {
     if result.is_err() {
-        if let Some(arena) = RETURNED.get(index as usize) {
-            arena.failed.fetch_add(1, Ordering::Relaxed);
+        if let Some(state) = table::get(index) {
+            state.controls_failed.fetch_add(1, Ordering::Relaxed);
         }
     }
     result
-}
-
-/// Whether arena `index` is inherited from the parent process and no purge of it can
-/// run any more (see [`until_a_purge_runs`]): its free pages cannot be given back, and
-/// it is best not handed out again.
-pub(crate) fn is_stuck(index: u32) -> bool {
-    RETURNED
-        .get(index as usize)
-        .is_some_and(|arena| arena.stuck.load(Ordering::Relaxed))
-}
-
-/// Sets arena `index` (one of [`create_arena`]'s) to keep the pages freed in it until it
-/// is purged (dirty decay -1), first waiting, if something may have started a purge of
-/// jemalloc's in it since its last work ended, for that purge to end.
-pub(crate) fn keep_freed(index: u32) -> CtlResult<()> {
-    let _purging = purging(index);
-    standby::clear(index);
-    keep_freed_locked(index)
-}
-
-/// [`keep_freed`], with the arena's purge lock held by the caller.
-pub(crate) fn keep_freed_locked(index: u32) -> CtlResult<()> {
-    counted(index, ctl::arena_set_decay(index, Pages::Dirty, -1))?;
-    let last = &RETURNED[index as usize];
-    last.idle.store(false, Ordering::SeqCst);
-    if moved(index) {
-        until_a_purge_runs(index)?;
-        last.unsure.store(false, Ordering::Relaxed);
-    }
-    Ok(())
-}
-
-/// Whether anything may have happened in arena `index` since its last work ended: a
-/// free into it (its count of active pages moved), a purge (its hooks were called), or
-/// an end whose figures were unsure. `false` before its first end.
-fn moved(index: u32) -> bool {
-    let last = &RETURNED[index as usize];
-    last.once.load(Ordering::Relaxed)
-        && (last.unsure.load(Ordering::Relaxed)
-            || active_pages(index) != Some(last.active.load(Ordering::Relaxed))
-            || hooks::gave_back(index) != last.hook_calls.load(Ordering::Relaxed))
-}
-
-/// Makes arena `index` stand by (see [`crate::standby`]) if it is idle; if it keeps
-/// freed pages already, it goes on keeping them. Where no arena can stand by (the
-/// thread that switches them could not be started), keeps its freed pages now.
-pub(crate) fn keep_freed_on_use(index: u32) -> CtlResult<()> {
-    if !RETURNED[index as usize].idle.load(Ordering::SeqCst) || standby::stand_by(index) {
-        return Ok(());
-    }
-    keep_freed(index)
-}
-
-/// Ends work in arena `index` as [`return_freed`] does, unless the arena stood by (see
-/// [`crate::standby`]) from its last end until now, and nothing happened in it
-/// meanwhile: then there is nothing to give back, and no control call is made. Returns
-/// whether the arena was used since its last end: something was allocated from it or
-/// freed into it that moved its count of active pages, or a purge ran in it.
-pub(crate) fn return_freed_if_used(index: u32) -> CtlResult<bool> {
-    let stood_by = standby::clear(index);
-    let used = moved(index);
-    if stood_by && !used {
-        return Ok(false);
-    }
-    return_freed(index).map(|()| used)
-}
-
-/// Gives every free page of arena `index` (one of [`create_arena`]'s) back, and from
-/// then on each page freed in it at once (dirty decay 0).
-pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
-    let _purging = purging(index);
-    standby::clear(index);
-    let i = index as usize;
-    // Before decay 0: a free that jemalloc lets skip its purge from now on is one that
-    // `free` sees through.
-    RETURNED[i].idle.store(true, Ordering::SeqCst);
-    let before = active_pages(index);
-    let set = counted(index, ctl::arena_set_decay(index, Pages::Dirty, 0));
-    let after = active_pages(index);
-    let last = &RETURNED[i];
-    last.active.store(after.unwrap_or(0), Ordering::Relaxed);
-    last.hook_calls
-        .store(hooks::gave_back(index), Ordering::Relaxed);
-    last.unsure.store(
-        before.is_none() || before != after || set.is_err(),
-        Ordering::Relaxed,
-    );
-    last.once.store(true, Ordering::Relaxed);
-    set
-}
-
-/// Gives arena `index` (one of [`create_arena`]'s) the dirty decay time jemalloc gives
-/// its own arenas (10 s unless configured), so that it behaves as they do.
-pub(crate) fn decay_as_jemalloc(index: u32) -> CtlResult<()> {
-    let _purging = purging(index);
-    ctl::arena_set_decay(index, Pages::Dirty, ctl::default_dirty_decay_ms()?)
 }
 
 /// Gives every free page of arena `index` back. [`ARENAS_ALL`]: every arena, one after
 /// the other.
 pub(crate) fn purge(index: u32) -> CtlResult<()> {
     if index != ARENAS_ALL {
-        let _purging = purging(index);
+        let _locked = lock(index);
         return counted(index, ctl::arena_purge(index));
     }
     // Every arena is tried, whichever fail; the first failure is returned.
     let mut first = Ok(());
     for i in 0..ctl::arenas_count()?.min(ARENAS_ALL) {
-        let _purging = purging(i);
+        let _locked = lock(i);
         if let Err(e) = counted(i, ctl::arena_purge(i)) {
             first = first.and(Err(e));
         }
@@ -353,7 +185,7 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
     }
     // Looked up before the free, which may hand the granule's pages back, but reads
     // only the map: the block's memory is not touched.
-    let Some(index) = hooks::arena_of(ptr as usize) else {
+    let Some(index) = map::arena_of(ptr as usize) else {
         return free_it();
     };
     let before = hooks::gave_back_here();
@@ -366,9 +198,7 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
         let _section = fork::section();
         free_it();
     }
-    let idle = RETURNED
-        .get(index as usize)
-        .is_some_and(|arena| arena.idle.load(Ordering::SeqCst));
+    let idle = table::get(index).is_some_and(|state| state.idle.load(Ordering::SeqCst));
     if hooks::gave_back_here() == before && idle {
         purge_skipped(index);
     }
@@ -377,9 +207,9 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
 #[cold]
 #[inline(never)]
 fn purge_skipped(index: u32) {
-    let _purging = purging(index);
+    let _locked = lock(index);
     // Work may have taken the arena meanwhile: its end gives the pages back.
-    if RETURNED[index as usize].idle.load(Ordering::SeqCst) {
+    if table::arena(index).idle.load(Ordering::SeqCst) {
         // Cannot fail for an arena that exists; if it did, the pages stay until the
         // arena's next purge.
         let _ = until_a_purge_runs(index);
@@ -394,10 +224,10 @@ fn purge_skipped(index: u32) {
 /// crate's covers: the slabs of small objects emptied by a free) stays under way for
 /// good, and no purge of that arena runs again. So for an inherited arena the wait is
 /// short ([`PATIENCE_INHERITED`]); once it has run out, the arena is taken as stuck
-/// ([`is_stuck`]): it is purged once each time and never waited for again.
-fn until_a_purge_runs(index: u32) -> CtlResult<()> {
-    let arena = &RETURNED[index as usize];
-    let inherited = arena.generation.load(Ordering::Relaxed) != fork::generation();
+/// ([`table::is_stuck`]): it is purged once each time and never waited for again.
+pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<()> {
+    let arena = table::arena(index);
+    let inherited = arena.inherited();
     if inherited && arena.stuck.load(Ordering::Relaxed) {
         return ctl::arena_purge(index);
     }
@@ -439,6 +269,7 @@ fn until_a_purge_runs(index: u32) -> CtlResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recycler;
 
     /// Arenas created after the last refresh, too few to be an eighth of them all, find
     /// their counters within a bounded number of look-ups.
@@ -446,15 +277,17 @@ mod tests {
     fn arenas_created_late_find_their_counters() {
         // Many arenas first, and a refresh that covers them: what a 64-thread pool
         // leaves.
-        let early: Vec<u32> = (0..64).map(|_| create_arena(false).unwrap()).collect();
+        let early: Vec<u32> = (0..64)
+            .map(|_| recycler::create_arena(false).unwrap())
+            .collect();
         for &index in &early {
             let _ = active_pages(index);
         }
         ctl::refresh_stats().unwrap();
-        *CREATED_AT_REFRESH.lock() = recycler::created().max(64);
+        *CREATED_AT_REFRESH.lock() = table::created().max(64);
         // Then a few more: a 7-thread pool.
         for _ in 0..7 {
-            let index = create_arena(false).unwrap();
+            let index = recycler::create_arena(false).unwrap();
             let found = (0..=LOOK_UPS_BEFORE_REFRESH).find(|_| active_pages(index).is_some());
             assert!(
                 found.is_some(),

@@ -7,7 +7,8 @@ use std::ptr;
 use tikv_jemalloc_sys as ffi;
 
 use crate::percpu::PerCpu;
-use crate::{binding, hooks, phase, purge, recycler, standby};
+use crate::route::{self, FLOOR};
+use crate::{binding, decay, map, purge, table};
 
 /// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
 /// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page
@@ -117,7 +118,7 @@ impl RawAlloc {
     /// address space. Two atomic loads; safe to call with any pointer.
     #[inline]
     pub fn owns(ptr: *const u8) -> bool {
-        hooks::arena_of(ptr as usize).is_some()
+        map::arena_of(ptr as usize).is_some()
     }
 
     /// The usable size of a block: at least what was asked for.
@@ -135,21 +136,21 @@ impl RawAlloc {
 /// aligned to `align` asked for by the calling thread (its arena, see [`RawAlloc`]; no
 /// thread cache; the alignment); if that fails for want of memory in an arena of this
 /// crate's, calls it again with each other arena of this crate's until one succeeds
-/// (see [`recycler::others`]). Null if none has room, or if `align` is not a power of
+/// (see [`table::ours_except`]). Null if none has room, or if `align` is not a power of
 /// two.
 fn attempt(size: usize, align: usize, op: impl Fn(c_int) -> *mut c_void) -> *mut u8 {
     let Some(arena) = place(size, align) else {
         return ptr::null_mut();
     };
-    let block = op(phase::mallocx_flags(arena, align, size));
+    let block = op(route::mallocx_flags(arena, align, size));
     if !block.is_null() {
         return block.cast();
     }
     let Some(tried) = arena.or_else(binding::bound_arena) else {
         return ptr::null_mut();
     };
-    recycler::others(tried)
-        .map(|other| op(phase::mallocx_flags(Some(other), align, size)))
+    table::ours_except(tried)
+        .map(|other| op(route::mallocx_flags(Some(other), align, size)))
         .find(|block| !block.is_null())
         .unwrap_or(ptr::null_mut())
         .cast()
@@ -162,14 +163,14 @@ fn place(size: usize, align: usize) -> Option<Option<u32>> {
     if !align.is_power_of_two() {
         return None;
     }
-    let arena = if binding::is_bound() {
+    let arena = if let Some(bound) = binding::bound_arena() {
         // No arena named: jemalloc takes the thread's own, one of ours.
-        if size >= phase::FLOOR {
-            standby::before_large_alloc();
+        if size >= FLOOR {
+            decay::before_large_alloc(bound);
         }
         None
     } else {
-        Some(match phase::route(size) {
+        Some(match route::route(size) {
             Some(index) => index,
             None => general_arena()?,
         })
@@ -184,6 +185,6 @@ fn general_arena() -> Option<u32> {
     }
     // No huge pages: these arenas decay as jemalloc's do, in pieces while work runs,
     // which would break huge pages up over and over.
-    ARENAS.make(false, purge::decay_as_jemalloc).ok()?;
+    ARENAS.make(false, decay::decay_as_jemalloc).ok()?;
     ARENAS.pick()
 }

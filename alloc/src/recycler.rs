@@ -16,18 +16,17 @@
 //!   is freed. Always set on release, whether or not the arena seems to hold data: a
 //!   free on another thread may be landing in the arena at that very moment.
 //!
-//! Arenas are created with the extent hooks of [`crate::purge`], and every purge and
-//! decay change goes through that module, so that the purge at the end of an arena's
+//! Arenas are created here, with the extent hooks of [`crate::hooks`], and noted in
+//! [`crate::table`] as this crate's; every decay change goes through [`crate::decay`]
+//! and every purge through [`crate::purge`], so that the purge at the end of an arena's
 //! work is not skipped because jemalloc was purging the arena on another thread.
 //!
 //! The free list is a fixed array inside a static, so recycling never allocates (an
 //! allocation here would land in whatever arena the releasing thread is bound to).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::ctl::{self, ARENAS_ALL, ARENA_LIMIT};
+use crate::ctl::{self, CtlResult, Pages, ARENAS_ALL, ARENA_LIMIT};
 use crate::fork::{Lock, LockGuard};
-use crate::{purge, Error};
+use crate::{decay, hooks, purge, table, Error};
 
 /// A decay time this crate gives an arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +36,7 @@ pub(crate) enum Decay {
     /// 0: give free pages back now, and freed pages at once.
     Return,
     /// 0 until a thread bound to the arena allocates a large block, then -1 (see
-    /// [`crate::standby`]); the arena is idle (0) or kept (-1) already.
+    /// [`crate::decay`]); the arena is idle (0) or kept (-1) already.
     KeepOnUse,
 }
 
@@ -56,23 +55,23 @@ impl Slot {
 
     /// Whether the arena has huge pages (asked for, and the kernel allows them).
     pub(crate) fn huge_pages(&self) -> bool {
-        crate::huge::is_on(self.index)
+        table::arena(self.index).has_huge_pages()
     }
 
     /// Sets the arena's decay time (see the module docs).
     pub(crate) fn set_decay(&self, decay: Decay) -> Result<(), Error> {
         let set = match decay {
-            Decay::Keep => purge::keep_freed(self.index),
-            Decay::Return => purge::return_freed(self.index),
-            Decay::KeepOnUse => purge::keep_freed_on_use(self.index),
+            Decay::Keep => decay::keep_freed(self.index),
+            Decay::Return => decay::return_freed(self.index),
+            Decay::KeepOnUse => decay::keep_freed_on_use(self.index),
         };
         Ok(set?)
     }
 
     /// Ends the arena's work as [`Decay::Return`] does, unless it has had nothing to
-    /// keep since (see [`purge::return_freed_if_used`]); returns whether it was used.
+    /// keep since (see [`decay::return_freed_if_used`]); returns whether it was used.
     pub(crate) fn return_freed_if_used(&self) -> Result<bool, Error> {
-        Ok(purge::return_freed_if_used(self.index)?)
+        Ok(decay::return_freed_if_used(self.index)?)
     }
 }
 
@@ -89,31 +88,8 @@ static FREE: Lock<FreeList> = Lock::new(FreeList {
     slots: [const { None }; ARENAS_ALL as usize],
 });
 
-/// One bit per arena index this crate created: lets [`is_ours`] answer without a lock.
-static OURS: [AtomicU64; ARENAS_ALL as usize / 64] =
-    [const { AtomicU64::new(0) }; ARENAS_ALL as usize / 64];
-
 fn free_list() -> LockGuard<'static, FreeList> {
     FREE.lock()
-}
-
-/// Whether arena `index` is one of this crate's (a manual arena handed to scopes).
-pub(crate) fn is_ours(index: u32) -> bool {
-    let i = index as usize;
-    i < ARENAS_ALL as usize && OURS[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
-}
-
-/// This crate's arenas other than `tried`, in index order: where a block refused in
-/// `tried` for want of memory may still fit, since each arena keeps the address space
-/// it has mapped for itself (jemalloc's `retain`). Reads the bits of [`is_ours`], no
-/// lock.
-pub(crate) fn others(tried: u32) -> impl Iterator<Item = u32> {
-    (0..ARENAS_ALL).filter(move |&i| i != tried && is_ours(i))
-}
-
-/// How many arenas this crate has created.
-pub(crate) fn created() -> usize {
-    free_list().created
 }
 
 /// How many arenas are checked out right now.
@@ -136,7 +112,7 @@ pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
         match (0..len).rev().find(|&i| {
             list.slots[i]
                 .as_ref()
-                .is_some_and(|s| s.huge_pages() == huge && !purge::is_stuck(s.index))
+                .is_some_and(|s| s.huge_pages() == huge && !table::is_stuck(s.index))
         }) {
             Some(i) => {
                 let slot = list.slots[i].take();
@@ -175,12 +151,32 @@ fn create(huge: bool) -> Result<Slot, Error> {
             return Err(Error::arena_limit(live()));
         }
         refuse_process_madvise(ctl::process_madvise_max_batch()?)?;
-        purge::create_arena(huge)?
+        create_arena(huge)?
     };
-    let i = index as usize;
-    OURS[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
     free_list().created += 1;
     Ok(Slot { index })
+}
+
+/// Creates an arena with the hooks of [`crate::hooks`], memory from `mmap` only, muzzy
+/// decay 0 (every purge a forced one) and huge pages if `huge` (and the kernel allows
+/// them), notes it in [`crate::table`] as this crate's, and returns its index.
+pub(crate) fn create_arena(huge: bool) -> CtlResult<u32> {
+    purge::arenas_exist(ctl::tcache_max()? + 1);
+    let huge = huge && crate::huge::available();
+    if huge {
+        hooks::huge_arena_created();
+    }
+    // SAFETY: the table lives in a static for the rest of the process and is never
+    // written after it was built.
+    let index = unsafe { ctl::arenas_create(hooks::table()?)? };
+    // Before anything but jemalloc's metadata is mapped for it (never advised).
+    table::note_created(index, huge);
+    // Before anything is allocated in it: `merge` relies on it.
+    ctl::arena_disable_dss(index)?;
+    // Cannot fail for an arena just created; if it did, purges of this arena would
+    // only be lazy ones, whose pages the kernel takes back when it needs them.
+    let _ = ctl::arena_set_decay(index, Pages::Muzzy, 0);
+    Ok(index)
 }
 
 /// Refuses to create arenas under jemalloc's `process_madvise_max_batch` above 0: jemalloc

@@ -2,161 +2,37 @@
 //! memory for an arena and to give its pages back.
 //!
 //! - `alloc` maps memory itself, in whole granules of [`GRANULE`] (2 MiB) aligned to
-//!   one, and notes each granule's arena in a map of the address space: [`arena_of`]
-//!   then tells, exactly and with two loads, whether an address lies in memory of this
-//!   crate's arenas, and in which. Nothing else shares a granule (the tail past what
-//!   jemalloc asked for stays mapped, untouched, so never resident), and nothing is ever
-//!   unmapped (there is no `dalloc` hook), so an entry never goes stale.
-//! - `decommit`, `purge_lazy` and `purge_forced` count their calls, per arena and per
-//!   thread ([`crate::purge`] tells from the counts whether a purge ran), then forward
-//!   to jemalloc's own hooks, or for an arena with huge pages to [`crate::huge`], which
-//!   gives pages back so that huge pages come back whole; so does `commit`.
+//!   one, and notes each granule's arena in the map of the address space
+//!   ([`crate::map`]), which then tells exactly whether an address lies in memory of
+//!   this crate's arenas, and in which. Nothing else shares a granule (the tail past
+//!   what jemalloc asked for stays mapped, untouched, so never resident), and nothing
+//!   is ever unmapped (there is no `dalloc` hook), so an entry never goes stale.
+//! - `decommit`, `purge_lazy` and `purge_forced` count their calls in the arena's entry
+//!   of [`crate::table`] and per thread ([`crate::purge`] tells from the counts whether
+//!   a purge ran), and mark an arena that stands by; `purge_forced` gives the range back
+//!   itself ([`dont_need`]); the others forward to jemalloc's own hooks, or for an arena
+//!   with huge pages to [`huge`], which gives pages back so that huge pages come back
+//!   whole; so does `commit`.
 //! - `merge` answers without jemalloc's thread state (see [`merge`]).
 //!
-//! Nothing here decides when pages go back: that is [`crate::purge`]'s.
+//! Nothing here decides when pages go back: that is [`crate::decay`]'s.
+
+mod huge;
+
+pub(crate) use self::huge::arena_created as huge_arena_created;
 
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_uint, c_void};
-use std::mem::size_of;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::ctl::{self, CtlResult, ARENAS_ALL};
+use crate::ctl::{self, CtlResult};
 use crate::faults::{self, Fault};
-use crate::{huge, standby};
-
-/// The unit in which arenas' memory is mapped and owned: 2 MiB, the x86-64 huge page.
-pub(crate) const GRANULE: usize = 2 << 20;
-
-/// Addresses [`arena_of`] covers: the 47-bit user address space of x86-64 and AArch64
-/// Linux (mappings above it are made only when asked for with a hint above it).
-const ADDRESS_BITS: u32 = 47;
-
-/// Address bits a leaf of the map covers: 4 GiB, 2,048 granules.
-const LEAF_BITS: u32 = 32;
-
-const GRANULES_PER_LEAF: usize = 1 << (LEAF_BITS - GRANULE.trailing_zeros());
-
-/// One leaf of the map, for 4 GiB of address space.
-struct Leaf {
-    /// Each granule's arena index plus one, 0 for memory not ours.
-    arenas: [AtomicU32; GRANULES_PER_LEAF],
-    /// For arenas with huge pages, each granule's pages that jemalloc holds committed
-    /// (see [`crate::huge`]), which that module alone reads and writes.
-    committed: [AtomicU32; GRANULES_PER_LEAF],
-}
-
-/// The map of the address space, granule to arena: a leaf per 4 GiB that arenas mapped
-/// memory in, made by the `alloc` hook (16 KiB each); 256 KiB of zero-initialised
-/// static memory for the leaves' addresses.
-static MAP: [AtomicPtr<Leaf>; 1 << (ADDRESS_BITS - LEAF_BITS)] =
-    [const { AtomicPtr::new(ptr::null_mut()) }; 1 << (ADDRESS_BITS - LEAF_BITS)];
-
-/// The arena whose memory `addr` lies in, if it is one of this crate's: exact, since no
-/// other allocator's memory shares a granule with theirs.
-#[inline]
-pub(crate) fn arena_of(addr: usize) -> Option<u32> {
-    // Acquire, here and below: pairs with the Release of `note`, so a block handed
-    // from the thread that mapped it to this one is seen as ours.
-    let leaf = MAP.get(addr >> LEAF_BITS)?.load(Ordering::Acquire);
-    if leaf.is_null() {
-        return None;
-    }
-    let granule = (addr >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF;
-    // SAFETY: a non-null entry points to a leaf made by `leaf_for`, never freed.
-    match unsafe { &*leaf }.arenas[granule].load(Ordering::Acquire) {
-        0 => None,
-        index => Some(index - 1),
-    }
-}
-
-/// The count of committed pages of the granule at `addr` (see [`crate::huge`]), if it
-/// is memory of this crate's arenas.
-pub(crate) fn committed_pages(addr: usize) -> Option<&'static AtomicU32> {
-    let leaf = MAP.get(addr >> LEAF_BITS)?.load(Ordering::Acquire);
-    if leaf.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null entry points to a leaf made by `leaf_for`, never freed.
-    Some(&unsafe { &*leaf }.committed[(addr >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF])
-}
-
-/// Calls `f` with the count of committed pages of every granule in the map (for a
-/// `fork` handler: no allocation, no lock; a load per 4 GiB of address space and a call
-/// per granule of the leaves made).
-pub(crate) fn for_each_committed_count(mut f: impl FnMut(&AtomicU32)) {
-    for slot in &MAP {
-        let leaf = slot.load(Ordering::Acquire);
-        if leaf.is_null() {
-            continue;
-        }
-        // SAFETY: a non-null entry points to a leaf made by `leaf_for`, never freed.
-        unsafe { &*leaf }.committed.iter().for_each(&mut f);
-    }
-}
-
-/// The leaf for `addr`'s 4 GiB, made if needed; `None` if no page can be had for it.
-fn leaf_for(addr: usize) -> Option<&'static Leaf> {
-    let slot = MAP.get(addr >> LEAF_BITS)?;
-    let mut leaf = slot.load(Ordering::Acquire);
-    if leaf.is_null() {
-        // SAFETY: a new private anonymous mapping touches no existing memory; zeroed,
-        // it is a leaf of zeros (every granule not ours, nothing committed).
-        let page = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                size_of::<Leaf>(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if page == libc::MAP_FAILED {
-            return None;
-        }
-        match slot.compare_exchange(
-            ptr::null_mut(),
-            page.cast(),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => leaf = page.cast(),
-            Err(theirs) => {
-                // Another mapping made the leaf first.
-                // SAFETY: `page` is ours, unused and unshared.
-                unsafe { libc::munmap(page, size_of::<Leaf>()) };
-                leaf = theirs;
-            }
-        }
-    }
-    // SAFETY: a non-null entry points to a leaf, mapped for the rest of the process.
-    Some(unsafe { &*leaf })
-}
-
-/// Notes `[start, start + len)`, whole granules inside the covered address space, as
-/// arena `arena`'s; false if a leaf could not be made (nothing is then noted).
-fn note(start: usize, len: usize, arena: c_uint) -> bool {
-    // Checked: nothing may panic in a hook jemalloc calls.
-    let Some(entry) = arena.checked_add(1) else {
-        return false;
-    };
-    let granules = (start..start + len).step_by(GRANULE);
-    // Make every leaf first, so that a failure leaves no granule noted.
-    if granules.clone().any(|g| leaf_for(g).is_none()) {
-        return false;
-    }
-    for granule in granules {
-        if let Some(leaf) = leaf_for(granule) {
-            leaf.arenas[(granule >> GRANULE.trailing_zeros()) % GRANULES_PER_LEAF]
-                .store(entry, Ordering::Release);
-        }
-    }
-    true
-}
+use crate::map::{self, ADDRESS_BITS, GRANULE};
+use crate::table;
 
 thread_local! {
     /// Calls of the hooks that gave pages back (or tried to) on this thread. A plain
@@ -169,40 +45,24 @@ pub(crate) fn gave_back_here() -> u64 {
     GAVE_BACK.try_with(Cell::get).unwrap_or(0)
 }
 
-/// Calls of each arena's hooks that gave pages back, on any thread.
-static CALLS: [AtomicU64; ARENAS_ALL as usize] = [const { AtomicU64::new(0) }; ARENAS_ALL as usize];
-
 /// Calls of arena `index`'s hooks that gave pages back, on any thread, so far.
 pub(crate) fn gave_back(index: u32) -> u64 {
-    CALLS
-        .get(index as usize)
-        .map_or(0, |calls| calls.load(Ordering::Relaxed))
+    table::get(index).map_or(0, |state| state.give_backs.load(Ordering::Relaxed))
 }
 
-/// Bytes each arena's hooks gave back, on any thread: the ranges of the calls that
-/// succeeded (a `decommit` that fails is followed by a purge of the same range).
-static BYTES: [AtomicU64; ARENAS_ALL as usize] = [const { AtomicU64::new(0) }; ARENAS_ALL as usize];
-
-/// Bytes arena `index`'s hooks have given back so far, on any thread: what jemalloc's
-/// statistics count as purged, without a refresh of them.
+/// Bytes arena `index`'s hooks have given back so far, on any thread: the ranges of the
+/// calls that succeeded (a `decommit` that fails is followed by a purge of the same
+/// range), what jemalloc's statistics count as purged, without a refresh of them.
 pub(crate) fn bytes_given_back(index: u32) -> u64 {
-    BYTES
-        .get(index as usize)
-        .map_or(0, |bytes| bytes.load(Ordering::Relaxed))
+    table::get(index).map_or(0, |state| state.bytes_given_back.load(Ordering::Relaxed))
 }
 
-/// Ranges each arena's `purge_forced` hook failed to give back (the kernel refused
-/// [`dont_need`]): their pages stay resident. (A `decommit` that fails is no failure:
-/// jemalloc then purges the range, and on Linux, where memory is overcommitted,
-/// jemalloc's own `decommit` always declines.)
-static FAILED: [AtomicU64; ARENAS_ALL as usize] =
-    [const { AtomicU64::new(0) }; ARENAS_ALL as usize];
-
-/// Ranges arena `index`'s hooks failed to give back, so far.
+/// Ranges arena `index`'s `purge_forced` hook failed to give back (the kernel refused
+/// [`dont_need`]), so far: their pages stay resident. (A `decommit` that fails is no
+/// failure: jemalloc then purges the range, and on Linux, where memory is
+/// overcommitted, jemalloc's own `decommit` always declines.)
 pub(crate) fn failed(index: u32) -> u64 {
-    FAILED
-        .get(index as usize)
-        .map_or(0, |failed| failed.load(Ordering::Relaxed))
+    table::get(index).map_or(0, |state| state.give_backs_failed.load(Ordering::Relaxed))
 }
 
 /// Counts `length` bytes given back by a hook of arena `arena` that succeeded.
@@ -210,8 +70,10 @@ fn count_bytes(arena: c_uint, failed: bool, length: usize) {
     if failed {
         return;
     }
-    if let Some(bytes) = BYTES.get(arena as usize) {
-        bytes.fetch_add(length as u64, Ordering::Relaxed);
+    if let Some(state) = table::get(arena) {
+        state
+            .bytes_given_back
+            .fetch_add(length as u64, Ordering::Relaxed);
     }
 }
 
@@ -322,7 +184,7 @@ unsafe extern "C" fn alloc(
             libc::munmap(end as *mut c_void, base + span - end);
         }
     }
-    if (end - 1) >> ADDRESS_BITS != 0 || !note(start, len, arena) {
+    if (end - 1) >> ADDRESS_BITS != 0 || !map::note(start, len, arena) {
         // Beyond what the map covers, or no page for its leaf: give it back and fail.
         // SAFETY: the aligned mapping is ours and unused.
         unsafe { libc::munmap(start as *mut c_void, len) };
@@ -337,13 +199,13 @@ unsafe extern "C" fn alloc(
 }
 
 /// Counts a call, on this thread and for arena `arena`, of a hook that gives pages back,
-/// and tells [`standby`] of it.
+/// and marks the arena if it stands by.
 fn count(arena: c_uint) {
     let _ = GAVE_BACK.try_with(|n| n.set(n.get().wrapping_add(1)));
-    if let Some(calls) = CALLS.get(arena as usize) {
-        calls.fetch_add(1, Ordering::Relaxed);
+    if let Some(state) = table::get(arena) {
+        state.give_backs.fetch_add(1, Ordering::Relaxed);
     }
-    standby::purging(arena);
+    table::mark_if_standing_by(arena);
 }
 
 /// jemalloc's own hooks, once the table is built.
@@ -387,7 +249,8 @@ macro_rules! range_hook {
                 count(arena);
             }
             let huge: Option<fn(u32, usize, usize) -> bool> = $huge;
-            let failed = match huge.filter(|_| huge::is_on(arena)) {
+            let huge_pages = table::get(arena).is_some_and(|state| state.has_huge_pages());
+            let failed = match huge.filter(|_| huge_pages) {
                 Some(huge) => huge(arena, addr as usize + offset, length),
                 None => forward(|d| d.$name, hooks, (addr, size, offset, length, arena)),
             };
@@ -421,8 +284,8 @@ unsafe extern "C" fn purge_forced(
     let failed = dont_need(start, start + length);
     count_bytes(arena, failed, length);
     if failed {
-        if let Some(count) = FAILED.get(arena as usize) {
-            count.fetch_add(1, Ordering::Relaxed);
+        if let Some(state) = table::get(arena) {
+            state.give_backs_failed.fetch_add(1, Ordering::Relaxed);
         }
     }
     failed
@@ -473,29 +336,4 @@ unsafe extern "C" fn merge(
 ) -> bool {
     // `true`: refused.
     cfg!(windows)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn notes_whole_granules_only() {
-        // An address range far from anything mapped in a test process.
-        let start = 0x5a00_0000_0000;
-        assert_eq!(arena_of(start), None);
-        assert!(note(start, 2 * GRANULE, 4094));
-        assert_eq!(arena_of(start), Some(4094));
-        assert_eq!(arena_of(start + GRANULE + 12345), Some(4094));
-        assert_eq!(arena_of(start + 2 * GRANULE), None);
-        assert_eq!(arena_of(start - 1), None);
-        assert_eq!(arena_of(usize::MAX), None);
-        // Across a leaf's end.
-        let edge = 0x5b00_0000_0000 - GRANULE;
-        assert!(note(edge, 2 * GRANULE, 7));
-        assert_eq!(
-            (arena_of(edge), arena_of(edge + GRANULE)),
-            (Some(7), Some(7))
-        );
-    }
 }

@@ -1,0 +1,248 @@
+//! The decay policy of this crate's arenas: when they keep the pages freed in them for
+//! reuse (dirty decay -1, while work runs) and when they give them back (decay 0: every
+//! free page at the end of the work, then each page the moment it is freed), and arenas
+//! that stand by between the two.
+//!
+//! An arena's end of work ([`return_freed`]) notes in its entry of [`crate::table`] its
+//! count of active pages before and after its purge, and the calls of its extent hooks
+//! so far. When work starts again ([`keep_freed`]), decay -1 first, a purge of
+//! jemalloc's can be under way only if something was freed into the arena meanwhile
+//! (the count moved), or one ran (the hooks were called); only then does the start
+//! wait for it ([`purge::until_a_purge_runs`]).
+//!
+//! Arenas that stand by go on giving freed pages back at once (dirty decay 0)
+//! until a thread bound to them allocates a large block, and only then keep freed pages
+//! for reuse (decay -1).
+//!
+//! A pool of 128 workers whose job is 8 small tasks uses a few of its arenas; setting
+//! every arena's decay at each job's start and end costs two control calls per arena
+//! (each resets the arena's decay state) whether its worker did anything or not. An arena
+//! that stands by instead costs nothing at the start; its worker's first block of
+//! [`crate::route::FLOOR`] bytes or more (the allocator's out-of-line path) switches it
+//! to keeping freed pages, before that block is allocated; and the end makes no control
+//! call for it if nothing happened in it (see [`return_freed_if_used`]).
+//!
+//! Work that allocates only small blocks in an arena that stands by would run with its
+//! freed pages given back at once: slabs that empty are purged as they empty, which
+//! for work that frees small objects on other threads costs several times the job's
+//! time. So the first purge of such an arena also switches it: the extent hooks, which
+//! see every purge, mark the arena ([`table::mark_if_standing_by`]) and wake a thread of this
+//! module's, started with the first arena that stands by (again in a child made by
+//! `fork`, which has none of its parent's threads), which switches it from outside
+//! jemalloc (a hook runs inside jemalloc, with its locks held, where no control
+//! call may be made). The work pays for the purges made before that thread runs.
+//!
+//! The switch (on a worker or on that thread) and the end race only through `clear`:
+//! whichever clears the flag first wins, and the switch holds the arena's purge lock
+//! while it sets the decay, so an end that lost waits for it and then gives the pages
+//! back.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::thread;
+
+use crate::ctl::{self, CtlResult, Pages};
+use crate::{fork, hooks, purge, table};
+
+/// Sets arena `index` (one of this crate's) to keep the pages freed in it until it is
+/// purged (dirty decay -1), first waiting, if something may have started a purge of
+/// jemalloc's in it since its last work ended, for that purge to end.
+pub(crate) fn keep_freed(index: u32) -> CtlResult<()> {
+    let _locked = purge::lock(index);
+    clear(index);
+    keep_freed_locked(index)
+}
+
+/// [`keep_freed`], with the arena's purge lock held by the caller.
+fn keep_freed_locked(index: u32) -> CtlResult<()> {
+    purge::counted(index, ctl::arena_set_decay(index, Pages::Dirty, -1))?;
+    let last = table::arena(index);
+    last.idle.store(false, Ordering::SeqCst);
+    if moved(index) {
+        purge::until_a_purge_runs(index)?;
+        last.unsure.store(false, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Whether anything may have happened in arena `index` since its last work ended: a
+/// free into it (its count of active pages moved), a purge (its hooks were called), or
+/// an end whose figures were unsure. `false` before its first end.
+fn moved(index: u32) -> bool {
+    let last = table::arena(index);
+    last.ended.load(Ordering::Relaxed)
+        && (last.unsure.load(Ordering::Relaxed)
+            || purge::active_pages(index) != Some(last.active_at_end.load(Ordering::Relaxed))
+            || hooks::gave_back(index) != last.give_backs_at_end.load(Ordering::Relaxed))
+}
+
+/// Makes arena `index` stand by (see the module docs) if it is idle; if it keeps
+/// freed pages already, it goes on keeping them. Where no arena can stand by (the
+/// thread that switches them could not be started), keeps its freed pages now.
+pub(crate) fn keep_freed_on_use(index: u32) -> CtlResult<()> {
+    if !table::arena(index).idle.load(Ordering::SeqCst) || stand_by(index) {
+        return Ok(());
+    }
+    keep_freed(index)
+}
+
+/// Ends work in arena `index` as [`return_freed`] does, unless the arena stood by (see
+/// the module docs) from its last end until now, and nothing happened in it
+/// meanwhile: then there is nothing to give back, and no control call is made. Returns
+/// whether the arena was used since its last end: something was allocated from it or
+/// freed into it that moved its count of active pages, or a purge ran in it.
+pub(crate) fn return_freed_if_used(index: u32) -> CtlResult<bool> {
+    let stood_by = clear(index);
+    let used = moved(index);
+    if stood_by && !used {
+        return Ok(false);
+    }
+    return_freed(index).map(|()| used)
+}
+
+/// Gives every free page of arena `index` (one of this crate's) back, and from then on
+/// each page freed in it at once (dirty decay 0).
+pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
+    let _locked = purge::lock(index);
+    clear(index);
+    let last = table::arena(index);
+    // Before decay 0: a free that jemalloc lets skip its purge from now on is one that
+    // `purge::free` sees through.
+    last.idle.store(true, Ordering::SeqCst);
+    let before = purge::active_pages(index);
+    let set = purge::counted(index, ctl::arena_set_decay(index, Pages::Dirty, 0));
+    let after = purge::active_pages(index);
+    last.active_at_end
+        .store(after.unwrap_or(0), Ordering::Relaxed);
+    last.give_backs_at_end
+        .store(hooks::gave_back(index), Ordering::Relaxed);
+    last.unsure.store(
+        before.is_none() || before != after || set.is_err(),
+        Ordering::Relaxed,
+    );
+    last.ended.store(true, Ordering::Relaxed);
+    set
+}
+
+/// Gives arena `index` (one of this crate's) the dirty decay time jemalloc gives its own
+/// arenas (10 s unless configured), so that it behaves as they do.
+pub(crate) fn decay_as_jemalloc(index: u32) -> CtlResult<()> {
+    let _locked = purge::lock(index);
+    ctl::arena_set_decay(index, Pages::Dirty, ctl::default_dirty_decay_ms()?)
+}
+
+/// Where the start of the switcher's thread stands in this process: one of the four
+/// below. A child made by `fork` has none of its parent's threads, so it starts again
+/// from [`NOT_STARTED`] (see [`after_fork_in_child`]).
+static SWITCHER_STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
+const NOT_STARTED: u8 = 0;
+const STARTING: u8 = 1;
+const RUNNING: u8 = 2;
+const FAILED: u8 = 3;
+
+/// Makes arena `index`, idle (decay 0), stand by; returns `false`, and changes nothing,
+/// if the switcher's thread is not running and cannot be started now (it failed to
+/// start, or another thread is starting it): the caller then keeps the arena's freed
+/// pages at once instead.
+pub(crate) fn stand_by(index: u32) -> bool {
+    let running = match SWITCHER_STATE.load(Ordering::Acquire) {
+        RUNNING => true,
+        NOT_STARTED => start_switcher(),
+        _ => false,
+    };
+    if running {
+        table::arena(index)
+            .standing_by
+            .store(true, Ordering::Release);
+    }
+    running
+}
+
+/// Starts the switcher's thread, unless another thread is already starting it; returns
+/// whether it runs. No lock: a `fork` while another thread starts it leaves the child
+/// nothing to wait for.
+#[cold]
+fn start_switcher() -> bool {
+    if SWITCHER_STATE
+        .compare_exchange(NOT_STARTED, STARTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return SWITCHER_STATE.load(Ordering::Acquire) == RUNNING;
+    }
+    // Only stores to atomics: what a child of a multithreaded process may do.
+    fork::on_child(after_fork_in_child);
+    let spawned = thread::Builder::new()
+        .name("arenapool-standby".into())
+        .spawn(run_switcher);
+    match spawned {
+        Ok(handle) => {
+            table::hang_bell(Some(handle.thread().clone()));
+            // A hook that marked an arena before that store saw no thread to wake (in a
+            // child, an arena may stand by before its switcher runs); this wake-up
+            // makes the thread look at the marks once more after the store. With both
+            // sides sequentially consistent, either the hook sees the thread or this
+            // look sees the mark.
+            handle.thread().unpark();
+            SWITCHER_STATE.store(RUNNING, Ordering::Release);
+            true
+        }
+        Err(_) => {
+            SWITCHER_STATE.store(FAILED, Ordering::Release);
+            false
+        }
+    }
+}
+
+/// Runs in the child of every `fork` (see [`crate::fork`]): the switcher's thread is the
+/// parent's, so the child's next arena to stand by starts its own. The parent's handle
+/// stays allocated in the child, unused. Arenas marked for a switch stay marked; the
+/// new thread switches them when it is first woken.
+fn after_fork_in_child() {
+    table::hang_bell(None);
+    SWITCHER_STATE.store(NOT_STARTED, Ordering::Relaxed);
+}
+
+/// The switcher's thread: switches every arena marked, then waits to be woken by the
+/// hooks ([`table::mark_if_standing_by`]; or by its start, see [`start_switcher`]) and
+/// does it again.
+fn run_switcher() {
+    loop {
+        for word in 0..table::MARK_WORDS {
+            let mut marked = table::take_marks(word);
+            while marked != 0 {
+                let index = (word * 64) as u32 + marked.trailing_zeros();
+                marked &= marked - 1;
+                switch_to_keeping(index);
+            }
+        }
+        thread::park();
+    }
+}
+
+/// Ends arena `index`'s standing by; returns whether it stood by. The flag's one
+/// read-modify-write decides between an end and a switch that race.
+fn clear(index: u32) -> bool {
+    let flag = &table::arena(index).standing_by;
+    flag.load(Ordering::Acquire) && flag.swap(false, Ordering::AcqRel)
+}
+
+/// Called by the allocator before a thread bound to arena `index` allocates a block of
+/// [`crate::route::FLOOR`] bytes or more: if the arena stands by, it keeps freed pages
+/// from now on. One load.
+#[inline]
+pub(crate) fn before_large_alloc(index: u32) {
+    if table::get(index).is_some_and(|state| state.standing_by.load(Ordering::Relaxed)) {
+        switch_to_keeping(index);
+    }
+}
+
+/// Switches arena `index` to keeping freed pages if it still stands by.
+#[cold]
+#[inline(never)]
+fn switch_to_keeping(index: u32) {
+    let _locked = purge::lock(index);
+    if clear(index) {
+        // Cannot fail for an arena that exists; if it did, the arena would go on giving
+        // freed pages back at once: slower, still right. Nothing may unwind from here.
+        let _ = keep_freed_locked(index);
+    }
+}

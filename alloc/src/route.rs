@@ -1,0 +1,77 @@
+//! Where a large block goes: the allocator's routing, its constants and the threshold
+//! that is in force, read on the hot path's large branch. While a
+//! [`phase`](crate::phase) is open, a block of at least the threshold asked for by a
+//! thread that is not bound to an arena of this crate's goes to the phase arena of the
+//! CPU the thread runs on; otherwise where jemalloc puts it. The phase's life (opening,
+//! ending, giving back) is [`crate::phase`]'s: it opens the route with
+//! [`open`] and closes it with [`close`].
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tikv_jemalloc_sys as ffi;
+
+use crate::binding;
+use crate::percpu::PerCpu;
+
+/// No threshold can be smaller: sizes below it are never routed, whatever the
+/// settings, and are told apart by a comparison with this constant before any atomic
+/// load. (jemalloc's smallest large size class with 4 KiB pages; the smallest
+/// threshold allowed is larger still, see [`phase_threshold`](crate::phase_threshold).)
+pub(crate) const FLOOR: usize = 16 << 10;
+
+/// The threshold while a phase is open; `usize::MAX`, which no size reaches, while none
+/// is.
+static OPEN_THRESHOLD: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// The phase arenas, one per CPU, made by the first phase.
+pub(crate) static PHASE_ARENAS: PerCpu = PerCpu::new();
+
+/// Routes blocks of `threshold` bytes and more to the phase arenas, from now on.
+pub(crate) fn open(threshold: usize) {
+    OPEN_THRESHOLD.store(threshold, Ordering::Relaxed);
+}
+
+/// Routes no block any more.
+pub(crate) fn close() {
+    OPEN_THRESHOLD.store(usize::MAX, Ordering::Relaxed);
+}
+
+/// The alignment jemalloc gives every block without being asked (as tikv's `Jemalloc`
+/// assumes on the 64-bit targets it supports).
+const MIN_ALIGN: usize = 16;
+
+/// jemalloc's `mallocx` flags for a block of `size` bytes aligned to `align` (a power of
+/// two) in `arena` (`None`: the calling thread's own): no thread cache, so that no
+/// thread keeps the block's pages once it is freed (for blocks above the threshold,
+/// which no cache holds, this only says so), and the alignment as tikv's `Jemalloc`
+/// asks for it.
+#[inline]
+pub(crate) fn mallocx_flags(arena: Option<u32>, align: usize, size: usize) -> c_int {
+    let align = if align <= MIN_ALIGN && align <= size {
+        0
+    } else {
+        ffi::MALLOCX_LG_ALIGN(align.trailing_zeros() as usize)
+    };
+    let arena = arena.map_or(0, |index| ffi::MALLOCX_ARENA(index as usize));
+    arena | align | ffi::MALLOCX_TCACHE_NONE
+}
+
+/// The phase arena for a block of `size` bytes asked for by the calling thread, if it
+/// goes to one: a phase is open, `size` reaches the threshold, and the thread is not
+/// bound to an arena of its own.
+#[inline]
+pub(crate) fn route(size: usize) -> Option<u32> {
+    if size < OPEN_THRESHOLD.load(Ordering::Relaxed) {
+        return None;
+    }
+    phase_arena()
+}
+
+#[inline(never)]
+fn phase_arena() -> Option<u32> {
+    if binding::is_bound() {
+        return None;
+    }
+    PHASE_ARENAS.pick()
+}
