@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Literal, Optional
 
 from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
@@ -186,6 +186,7 @@ class phase(contextlib.ContextDecorator):
     """
 
     report: Optional[Report]
+    _open: Optional[_arenapool.OpenPhase]
 
     def __new__(cls, function: Optional[Callable[..., Any]] = None) -> Any:
         if function is None:
@@ -212,7 +213,7 @@ class phase(contextlib.ContextDecorator):
         self._open = _arenapool.enter_phase()
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         opened, self._open = self._open, None
         if opened is None:
             if self.report is not None:

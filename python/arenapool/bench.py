@@ -50,7 +50,12 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    import numpy
 
 CONFIGS = ["glibc", "trim-threshold", "malloc_trim", "arenapool"]
 PROGRAMS = ["joblib", "threads"]
@@ -61,7 +66,7 @@ def _rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _results(_: int):
+def _results(_: int) -> numpy.ndarray:
     """One task's result, made in a worker thread."""
     import numpy as np
 
@@ -234,7 +239,7 @@ def _state_child(method: str, way: str, state_mib: int, inputs: int) -> None:
         ) as executor:
             executors.append(executor)
             todo = iter(range(inputs))
-            pending = set()
+            pending: Set[Future[Any]] = set()
             while True:
                 for i in itertools.islice(todo, _WINDOW - len(pending)):
                     pending.add(executor.submit(bench._report_task, i))
@@ -314,7 +319,8 @@ def _run(program: str, config: str, tasks: int, rounds: int) -> List[Dict[str, f
         capture_output=True,
         text=True,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    rounds_figures: List[Dict[str, float]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return rounds_figures
 
 
 def _cell(values: List[float], digits: int = 0) -> str:

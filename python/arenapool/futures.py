@@ -74,7 +74,7 @@ import warnings
 from concurrent.futures import Executor, Future
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
 
-from . import phase
+from . import ArenaPoolError, phase
 
 __all__ = ["install", "installed", "map", "uninstall"]
 
@@ -160,7 +160,7 @@ def _call_with_inherited(fn: Callable[[Any, T], R], token: str, x: T) -> R:
     try:
         state = _inherited[token]
     except KeyError:
-        raise RuntimeError(
+        raise ArenaPoolError(
             "arenapool.futures.map: this worker has not inherited the map's state: it was "
             "not forked from the process that called map while the map ran. Give map a "
             "ProcessPoolExecutor of this process whose workers it starts (a new one)"
@@ -299,7 +299,7 @@ def _read_state(path: str, token: str) -> _Loaded:
     data = memoryview(mapped)
     magic, file_token, stream_offset, stream_length, count = _HEADER.unpack_from(data, 0)
     if magic != _MAGIC or file_token.decode("ascii") != token:
-        raise RuntimeError(f"arenapool.futures.map: {path} is not the state file of this map")
+        raise ArenaPoolError(f"arenapool.futures.map: {path} is not the state file of this map")
     buffers = []
     for index in range(count):
         start, length = _ENTRY.unpack_from(data, _HEADER.size + _ENTRY.size * index)
@@ -622,7 +622,7 @@ def install() -> None:
     global _wrapped_map, _in_chain, _active
     if not _in_chain:
         _wrapped_map = Executor.__dict__["map"]
-        Executor.map = _phase_map  # type: ignore[method-assign]
+        Executor.map = _phase_map  # type: ignore[assignment]
         _in_chain = True
     _active = True
 

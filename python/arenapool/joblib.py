@@ -70,7 +70,7 @@ def install() -> None:
     if _original_call is not None:
         return
     _original_call = joblib.Parallel.__call__
-    joblib.Parallel.__call__ = _in_phase(_original_call)  # type: ignore[method-assign]
+    joblib.Parallel.__call__ = _in_phase(_original_call)
 
 
 def uninstall() -> None:
@@ -79,7 +79,7 @@ def uninstall() -> None:
     global _original_call
     if _original_call is None:
         return
-    joblib.Parallel.__call__ = _original_call  # type: ignore[method-assign]
+    joblib.Parallel.__call__ = _original_call
     _original_call = None
 
 

@@ -59,9 +59,11 @@ import sys
 import warnings
 import weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, Union, cast
 
 import numpy as np
+
+from . import ArenaPoolError
 
 try:
     from mpi4py import MPI
@@ -114,15 +116,16 @@ _SHARED_MEMORY_DIR = "/dev/shm"
 _kept_windows: List[Tuple[MPI.Win, MPI.Intracomm]] = []
 
 
-class SharedArrayError(Exception):
-    """Base class of the errors of this module's own."""
+class SharedArrayError(ArenaPoolError):
+    """Base class of the errors of this module's own: an :class:`arenapool.ArenaPoolError`
+    (so a ``RuntimeError``)."""
 
 
 class MismatchError(SharedArrayError, ValueError):
     """The ranks of a node asked for different shapes or dtypes."""
 
 
-class OtherRankError(SharedArrayError, RuntimeError):
+class OtherRankError(SharedArrayError):
     """Another rank failed: it passed a bad argument, or raised inside the block.
 
     Raised on every rank but the one that failed, so that all ranks leave the block
@@ -142,7 +145,7 @@ class OtherRankError(SharedArrayError, RuntimeError):
         return (type(self), (str(self), self.rank, self.error_type))
 
 
-class ViewsAliveError(SharedArrayError, RuntimeError):
+class ViewsAliveError(SharedArrayError):
     """References to the shared array were still alive at the end of its block.
 
     Raised on every rank. The window was kept on every rank of the node where the
@@ -246,7 +249,7 @@ class SharedArray:
 
     def __enter__(self) -> np.ndarray:
         if self._entered:
-            raise RuntimeError(
+            raise SharedArrayError(
                 "a shared_array(...) can be entered only once; call shared_array again"
             )
         self._entered = True
@@ -259,7 +262,8 @@ class SharedArray:
             shape, dtype = (), np.dtype(np.float64)
         nbytes = _product(shape) * dtype.itemsize
 
-        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        # An intra-communicator's split is one too (mpi4py declares it a Comm).
+        node = cast(MPI.Intracomm, comm.Split_type(MPI.COMM_TYPE_SHARED))
         self._spans_nodes = node.Get_size() != comm.Get_size()
         try:
             self._agree_on_request(node, shape, dtype, nbytes, own_error)
@@ -269,6 +273,9 @@ class SharedArray:
         except BaseException:
             node.Free()
             raise
+        # mpi4py's buffer object: numpy reads it through the buffer protocol, which
+        # numpy's type stubs do not list.
+        buffer: Any
         buffer, _ = window.Shared_query(0)
         base = np.ndarray(shape, dtype=dtype, buffer=buffer)
         array = base.view()
@@ -508,7 +515,7 @@ def _request_problem(
         if request.error is not None:
             return _Problem(_RANK_ERROR, request.rank, *request.error)
     if any(request.key != requests[0].key for request in requests):
-        asks: dict = {}
+        asks: Dict[str, List[int]] = {}
         for request in requests:
             shape = request.key[0]
             asks.setdefault(f"shape {shape} of {request.dtype_name}", []).append(request.rank)

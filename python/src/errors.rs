@@ -4,11 +4,14 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::PyErr;
 
+// Named as the package exports it (`arenapool.ArenaPoolError`), so that it prints so
+// and pickles: errors raised in a worker process reach the parent pickled.
 create_exception!(
-    _arenapool,
+    arenapool,
     ArenaPoolError,
     PyRuntimeError,
-    "arenapool could not do what was asked; the message says why and what to do."
+    "arenapool could not do what was asked; the message says why and what to do. The \
+     base of every error of arenapool's own (arenapool.mpi's included)."
 );
 
 /// The Python exception for an error of the allocator's.

@@ -70,9 +70,9 @@ impl Memory {
     }
 }
 
-/// What a phase did: RSS before and after, bytes given back to the OS, and where the
-/// time went. `rss_after` is read when the phase ended, before its results were
-/// dropped.
+/// What a phase did: RSS before and after, bytes given back to the OS, where the time
+/// went, and how many attempts to give back failed. `rss_after` is read when the phase
+/// ended, before its results were dropped.
 #[pyclass(frozen, module = "arenapool")]
 #[derive(Debug, Clone)]
 pub(crate) struct Report(arenapool_alloc::Report);
@@ -116,17 +116,28 @@ impl Report {
     fn arenas(&self) -> Vec<u32> {
         self.0.arenas.clone()
     }
+    /// Attempts to give pages back that failed during the phase and at its end, in the
+    /// phase arenas and the allocator's other arenas (those `returned` counts): control
+    /// calls the allocator refused, and ranges the kernel refused to take back (tried
+    /// three times). 0 in normal operation. Pages a refused call left resident go back
+    /// at the arena's next purge; a range the kernel refused stays resident until the
+    /// arena reuses it.
+    #[getter]
+    fn failed(&self) -> u64 {
+        self.0.failed
+    }
 
     fn __repr__(&self) -> String {
         let r = &self.0;
         format!(
-            "Report(rss_before={}, rss_after={}, returned={}, run_time={:.6}, purge_time={:.6}, arenas={:?})",
+            "Report(rss_before={}, rss_after={}, returned={}, run_time={:.6}, purge_time={:.6}, arenas={:?}, failed={})",
             r.rss_before,
             r.rss_after,
             r.returned,
             r.run_time.as_secs_f64(),
             r.purge_time.as_secs_f64(),
-            r.arenas
+            r.arenas,
+            r.failed
         )
     }
 

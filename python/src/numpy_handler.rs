@@ -62,7 +62,7 @@ unsafe fn wrapped_by<'a>(ctx: *mut c_void) -> &'a Allocator {
 }
 
 unsafe extern "C" fn handler_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
-    if let Some(block) = route::alloc(size, false) {
+    if let Some(block) = route::take(size, false, None) {
         return block;
     }
     // SAFETY: the context of one of our handlers, whose wrapped handler lives for the
@@ -72,7 +72,7 @@ unsafe extern "C" fn handler_malloc(ctx: *mut c_void, size: usize) -> *mut c_voi
 
 unsafe extern "C" fn handler_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
     if let Some(size) = nelem.checked_mul(elsize) {
-        if let Some(block) = route::alloc(size, true) {
+        if let Some(block) = route::take(size, true, None) {
             return block;
         }
     }
@@ -86,23 +86,15 @@ unsafe extern "C" fn handler_realloc(
     block: *mut c_void,
     size: usize,
 ) -> *mut c_void {
-    // SAFETY: numpy's contract for `realloc`, on a handler of ours (its context).
-    unsafe {
-        route::realloc(
-            wrapped_by(ctx),
-            block,
-            size,
-            |size| route::alloc(size, false),
-            |block| {
-                route::free(block);
-            },
-        )
-    }
+    // SAFETY: numpy's contract for `realloc`, on a handler of ours (its context); the
+    // handlers stay in place for good, so they count no blocks.
+    unsafe { route::realloc(wrapped_by(ctx), block, size, None) }
 }
 
 unsafe extern "C" fn handler_free(ctx: *mut c_void, block: *mut c_void, size: usize) {
-    // SAFETY: numpy's contract: a live block of this handler's, not used again.
-    if unsafe { route::free(block) } {
+    // SAFETY: numpy's contract: a live block of this handler's, not used again; the
+    // handlers count no blocks.
+    if unsafe { route::free(block, None) } {
         return;
     }
     // SAFETY: the context of one of our handlers; not ours, so the wrapped handler's.

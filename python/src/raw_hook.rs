@@ -42,43 +42,8 @@ fn previous() -> &'static PyMemAllocatorEx {
 }
 
 /// Blocks the hook made that are not yet freed: while any is alive, the hook must stay
-/// in the chain to free it.
+/// in the chain to free it. Counted by `route`'s `take`, `free` and `realloc`.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// A block of the hook's, counted in [`LIVE`], or `None` for the previous allocator.
-#[inline]
-fn take(size: usize, zeroed: bool) -> Option<*mut c_void> {
-    if !route::takes(size) {
-        return None;
-    }
-    // Counted before the second test, so that `route::stop` followed by a reading of
-    // `LIVE` sees every block that can still be made.
-    LIVE.fetch_add(1, Ordering::SeqCst);
-    let block = if route::takes_in_order(size) {
-        route::alloc(size, zeroed)
-    } else {
-        None
-    };
-    if block.is_none() {
-        LIVE.fetch_sub(1, Ordering::SeqCst);
-    }
-    block
-}
-
-/// Frees `block` if it is the hook's.
-///
-/// # Safety
-///
-/// As [`route::free`].
-#[inline]
-unsafe fn give(block: *mut c_void) -> bool {
-    // SAFETY: the caller's contract.
-    let freed = unsafe { route::free(block) };
-    if freed {
-        LIVE.fetch_sub(1, Ordering::SeqCst);
-    }
-    freed
-}
 
 /// Whether the hook may leave the chain: it takes no block and none of its blocks is
 /// alive.
@@ -87,7 +52,7 @@ fn none_alive() -> bool {
 }
 
 unsafe extern "C" fn hook_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
-    if let Some(block) = take(size, false) {
+    if let Some(block) = route::take(size, false, Some(&LIVE)) {
         return block;
     }
     // SAFETY: the wrapped allocator, live for the process's life.
@@ -96,7 +61,7 @@ unsafe extern "C" fn hook_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void 
 
 unsafe extern "C" fn hook_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
     if let Some(size) = nelem.checked_mul(elsize) {
-        if let Some(block) = take(size, true) {
+        if let Some(block) = route::take(size, true, Some(&LIVE)) {
             return block;
         }
     }
@@ -109,24 +74,15 @@ unsafe extern "C" fn hook_realloc(
     block: *mut c_void,
     size: usize,
 ) -> *mut c_void {
-    // SAFETY: CPython's contract for `realloc`; the hook's blocks are taken and given
-    // back through its count.
-    unsafe {
-        route::realloc(
-            previous(),
-            block,
-            size,
-            |size| take(size, false),
-            |block| {
-                give(block);
-            },
-        )
-    }
+    // SAFETY: CPython's contract for `realloc`; the hook's blocks are counted in `LIVE`,
+    // as by its other functions.
+    unsafe { route::realloc(previous(), block, size, Some(&LIVE)) }
 }
 
 unsafe extern "C" fn hook_free(_ctx: *mut c_void, block: *mut c_void) {
-    // SAFETY: CPython's contract: a live block of this domain's, not used again.
-    if unsafe { give(block) } {
+    // SAFETY: CPython's contract: a live block of this domain's, not used again; the
+    // hook's blocks are counted in `LIVE`.
+    if unsafe { route::free(block, Some(&LIVE)) } {
         return;
     }
     // SAFETY: not ours, so the wrapped allocator's.

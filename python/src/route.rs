@@ -1,5 +1,8 @@
 //! Which blocks the hooks take (the size threshold, and whether they take any), and
-//! the allocation, resizing and freeing of the blocks they take.
+//! the allocation, resizing and freeing of the blocks they take. Both hooks decide
+//! here, and only here, whether a block is arenapool's: by its size in [`taken`] (a
+//! new block's in [`take`], a resized one's in [`realloc`]), and an existing block by
+//! `RawAlloc::owns`.
 //!
 //! Everything here but the Python functions runs inside CPython's and numpy's
 //! allocators, on any thread, with or without the interpreter's lock: no Python API,
@@ -57,56 +60,85 @@ pub(crate) fn taking() -> bool {
     TAKING.load(Ordering::SeqCst)
 }
 
-/// Whether a block of `size` bytes is to be taken: the hooks' fast test.
+/// Whether a block of `size` bytes, new or resized, is to be arenapool's: the one place
+/// where the hooks compare a size with the threshold. `order` is `Relaxed` for the fast test,
+/// `SeqCst` to read the threshold in the order of [`start`] and [`stop`].
 #[inline]
-pub(crate) fn takes(size: usize) -> bool {
-    size >= TAKING_FROM.load(Ordering::Relaxed)
+fn taken(size: usize, order: Ordering) -> bool {
+    size >= TAKING_FROM.load(order)
 }
 
-/// [`takes`], read in the order of [`start`] and [`stop`] (for a hook that counts its
-/// blocks, after counting one).
+/// A new block of `size` bytes (`zeroed`: cleared) from arenapool, or `None` for the
+/// wrapped allocator to make: the size is below the threshold, or arenapool has no
+/// memory to give (the wrapped allocator then tries). Every hook's new blocks are
+/// decided here.
+///
+/// `live` is the count of the hook's blocks alive, for a hook that may leave its
+/// allocator's chain once none is: the block is counted before the threshold is read
+/// again in order, so that [`stop`] followed by a reading of the count sees every
+/// block that can still be made. `None` for a hook that stays in place for good.
 #[inline]
-pub(crate) fn takes_in_order(size: usize) -> bool {
-    size >= TAKING_FROM.load(Ordering::SeqCst)
-}
-
-/// A new block of `size` bytes (`zeroed`: cleared), or `None` for the previous
-/// allocator to make: the size is below the threshold, or arenapool has no memory to
-/// give (the previous allocator then tries).
-#[inline]
-pub(crate) fn alloc(size: usize, zeroed: bool) -> Option<*mut c_void> {
-    if !takes(size) {
+pub(crate) fn take(size: usize, zeroed: bool, live: Option<&AtomicUsize>) -> Option<*mut c_void> {
+    if !taken(size, Ordering::Relaxed) {
         return None;
+    }
+    if let Some(live) = live {
+        live.fetch_add(1, Ordering::SeqCst);
+        if !taken(size, Ordering::SeqCst) {
+            live.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
     }
     let block = if zeroed {
         RawAlloc::alloc_zeroed(size, ALIGN)
     } else {
         RawAlloc::alloc(size, ALIGN)
     };
-    (!block.is_null()).then_some(block.cast())
+    if block.is_null() {
+        if let Some(live) = live {
+            live.fetch_sub(1, Ordering::SeqCst);
+        }
+        return None;
+    }
+    Some(block.cast())
 }
 
-/// Frees `block` if it is one of arenapool's; false if it is not (the previous
-/// allocator's to free).
+/// Frees `block` if it is one of arenapool's, and uncounts it from `live` (see
+/// [`take`]); false if it is not (the wrapped allocator's to free).
 ///
 /// # Safety
 ///
 /// `block` is null or a live block of the allocator chain the hook is in, not used
-/// again if this returns true.
+/// again if this returns true; `live` is the count the hook passes to [`take`].
 #[inline]
-pub(crate) unsafe fn free(block: *mut c_void) -> bool {
+pub(crate) unsafe fn free(block: *mut c_void, live: Option<&AtomicUsize>) -> bool {
     if !RawAlloc::owns(block.cast()) {
         return false;
     }
-    // SAFETY: a block of arenapool's arenas, live (the caller's contract): one that
-    // RawAlloc made, since the hooks are the only code of the chain that asks it for
-    // blocks. Freed once.
-    unsafe { RawAlloc::free(block.cast()) };
+    // SAFETY: a block of arenapool's arenas (owned), live (the caller's contract).
+    unsafe { free_ours(block, live) };
     true
 }
 
-/// `realloc` for a hook that wraps `wrapped`, takes new blocks with `take` and frees
-/// its own with `give` (null `block`: a new block).
+/// Frees `block`, one of arenapool's, and uncounts it from `live`.
+///
+/// # Safety
+///
+/// `block` is a live block of arenapool's arenas in the allocator chain the hook is
+/// in, not used again; `live` is the count the hook passes to [`take`].
+#[inline]
+unsafe fn free_ours(block: *mut c_void, live: Option<&AtomicUsize>) {
+    // SAFETY: a live block of arenapool's arenas (the caller's contract): one that
+    // RawAlloc made, since the hooks are the only code of the chain that asks it for
+    // blocks. Freed once.
+    unsafe { RawAlloc::free(block.cast()) };
+    if let Some(live) = live {
+        live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `realloc` for a hook that wraps `wrapped` and counts its blocks in `live` (see
+/// [`take`]); a null `block` is a new block.
 ///
 /// - A block of arenapool's stays arenapool's while its new size is taken, and moves
 ///   to the wrapped allocator, copied, below that.
@@ -119,25 +151,25 @@ pub(crate) unsafe fn free(block: *mut c_void) -> bool {
 /// # Safety
 ///
 /// `block` is null or a live block of the chain the hook is in (CPython's and numpy's
-/// contract for `realloc`), not used again unless null is returned.
+/// contract for `realloc`), not used again unless null is returned; `live` is the
+/// count the hook passes to [`take`].
 pub(crate) unsafe fn realloc<F: Free>(
     wrapped: &Allocator<F>,
     block: *mut c_void,
     size: usize,
-    take: impl FnOnce(usize) -> Option<*mut c_void>,
-    give: impl FnOnce(*mut c_void),
+    live: Option<&AtomicUsize>,
 ) -> *mut c_void {
     if block.is_null() {
         // SAFETY: the wrapped allocator's own `malloc`.
-        return take(size).unwrap_or_else(|| unsafe { wrapped.malloc(size) });
+        return take(size, false, live).unwrap_or_else(|| unsafe { wrapped.malloc(size) });
     }
     if !RawAlloc::owns(block.cast()) {
         // SAFETY: not ours, so the wrapped allocator's (the caller's contract).
         let grown = unsafe { wrapped.realloc(block, size) };
-        if grown.is_null() || !takes(size) {
+        if grown.is_null() {
             return grown;
         }
-        return match take(size) {
+        return match take(size, false, live) {
             Some(moved) => {
                 // SAFETY: both blocks hold `size` bytes and are distinct; the grown one
                 // is the wrapped allocator's, freed once.
@@ -150,7 +182,7 @@ pub(crate) unsafe fn realloc<F: Free>(
             None => grown,
         };
     }
-    if takes(size) {
+    if taken(size, Ordering::Relaxed) {
         // SAFETY: a live block of RawAlloc's (owned, and live by the caller's
         // contract), made with this alignment.
         return unsafe { RawAlloc::realloc(block.cast(), size, ALIGN) }.cast();
@@ -161,9 +193,11 @@ pub(crate) unsafe fn realloc<F: Free>(
     let moved = unsafe { wrapped.malloc(size) };
     if !moved.is_null() {
         // SAFETY: `keep` bytes fit in both blocks, which are distinct; the old one is
-        // ours, freed once.
-        unsafe { ptr::copy_nonoverlapping(block.cast::<u8>(), moved.cast::<u8>(), keep) };
-        give(block);
+        // ours (owned, live by the caller's contract), freed once.
+        unsafe {
+            ptr::copy_nonoverlapping(block.cast::<u8>(), moved.cast::<u8>(), keep);
+            free_ours(block, live);
+        }
     }
     moved
 }

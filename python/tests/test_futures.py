@@ -464,7 +464,7 @@ def test_start_method_is_known_for_process_pools_only() -> None:
 
 
 def test_a_worker_without_the_inherited_state_says_why() -> None:
-    with pytest.raises(RuntimeError, match="has not inherited the map's state"):
+    with pytest.raises(arenapool.ArenaPoolError, match="has not inherited the map's state"):
         af._call_with_inherited(square, "no such token", 1)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -629,13 +630,7 @@ def test_importing_with_mpi4py_but_no_mpi_library_says_what_to_install(tmp_path:
             raise
         """
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=CASE_SECONDS,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))},
-    )
+    result = _run_with_path_first(code, tmp_path)
     assert result.returncode != 0
     assert result.stdout.strip() == "RuntimeError cannot load MPI library", result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
@@ -644,3 +639,79 @@ def test_importing_with_mpi4py_but_no_mpi_library_says_what_to_install(tmp_path:
         "(cannot load MPI library). It needs an MPI library"
     ), result.stderr
     assert "apt-get install openmpi-bin libopenmpi-dev" in last, result.stderr
+
+
+def test_the_errors_are_arenapool_errors_and_keep_their_messages(tmp_path: Path) -> None:
+    # A stand-in mpi4py whose communicator fails at its first collective call: enough
+    # to import arenapool.mpi and enter a shared_array, without an MPI library.
+    package = tmp_path / "mpi4py"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "MPI.py").write_text(
+        textwrap.dedent(
+            """
+            COMM_NULL = None
+            COMM_TYPE_SHARED = 0
+
+            class Win:
+                pass
+
+            class Intracomm:
+                def Split_type(self, split_type):
+                    raise OSError("the stand-in communicator cannot split")
+            """
+        )
+    )
+    code = textwrap.dedent(
+        """
+        import json, pickle
+        import arenapool
+        from mpi4py import MPI
+        from arenapool.mpi import (
+            MismatchError, OtherRankError, SharedArrayError, ViewsAliveError, shared_array)
+
+        family = {}
+        for error in (SharedArrayError("s"), MismatchError("m"), OtherRankError("o", 1, "KeyError"),
+                      ViewsAliveError("v")):
+            again = pickle.loads(pickle.dumps(error))
+            family[type(error).__name__] = [
+                isinstance(error, arenapool.ArenaPoolError), isinstance(error, RuntimeError),
+                isinstance(error, ValueError), type(again).__name__, str(again)]
+        block = shared_array(MPI.Intracomm(), 10)
+        try:
+            block.__enter__()
+        except OSError:
+            pass
+        try:
+            block.__enter__()
+        except arenapool.ArenaPoolError as error:
+            family["entered twice"] = [type(error).__name__, str(error)]
+        print(json.dumps(family))
+        """
+    )
+    result = _run_with_path_first(code, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    family = json.loads(result.stdout.strip().splitlines()[-1])
+    assert family == {
+        "SharedArrayError": [True, True, False, "SharedArrayError", "s"],
+        "MismatchError": [True, True, True, "MismatchError", "m"],
+        "OtherRankError": [True, True, False, "OtherRankError", "o"],
+        "ViewsAliveError": [True, True, False, "ViewsAliveError", "v"],
+        "entered twice": [
+            "SharedArrayError",
+            "a shared_array(...) can be entered only once; call shared_array again",
+        ],
+    }, family
+
+
+def _run_with_path_first(code: str, first: Path) -> "subprocess.CompletedProcess[str]":
+    """Runs `code` in a fresh interpreter whose imports look in `first` before anything
+    else (where a test puts its stand-in `mpi4py`)."""
+    path = os.pathsep.join(filter(None, [str(first), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=CASE_SECONDS,
+        env={**os.environ, "PYTHONPATH": path},
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import threading
 
 import numpy as np
@@ -24,7 +25,9 @@ def test_a_phase_is_open_inside_and_reports_after():
     assert report.returned >= 60 * MiB, report
     assert report.run_time >= 0 and report.purge_time >= 0
     assert report.arenas and report.rss_before > 0 and report.rss_after > 0
-    assert "gave back" in str(report) and repr(report).startswith("Report(")
+    assert report.failed == 0, report  # no attempt to give pages back was refused
+    assert "gave back" in str(report) and "failed" not in str(report)
+    assert repr(report).startswith("Report(") and repr(report).endswith(", failed=0)")
 
 
 def test_decorator_and_overlapping_calls():
@@ -83,6 +86,15 @@ def test_a_second_exit_is_a_clear_error():
     with p:  # a phase that has ended may be entered again
         assert arenapool.phase_is_open()
     assert not arenapool.phase_is_open()
+
+
+def test_arenapool_error_is_the_packages_own_and_pickles():
+    # Errors raised in worker processes reach the parent pickled.
+    error = arenapool.ArenaPoolError("why, and what to do")
+    assert isinstance(error, RuntimeError)
+    assert type(error).__module__ == "arenapool" and type(error).__qualname__ == "ArenaPoolError"
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is arenapool.ArenaPoolError and str(again) == "why, and what to do"
 
 
 def test_phase_without_parentheses_is_a_decorator():

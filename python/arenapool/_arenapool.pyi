@@ -1,0 +1,169 @@
+"""The native part of arenapool (a Rust extension): process-wide phases, the hooks on
+CPython's and numpy's allocators, and memory figures. The public API is the package
+``arenapool``, which re-exports what users need from here."""
+
+from typing import List, Literal, Optional, final
+
+__all__ = [
+    "ArenaPoolError",
+    "Memory",
+    "Report",
+    "OpenPhase",
+    "memory",
+    "rss",
+    "trim",
+    "enter_phase",
+    "phase_is_open",
+    "phase_threshold",
+    "threshold",
+    "set_threshold",
+    "raw_live_blocks",
+    "owns",
+    "taking",
+    "install_raw",
+    "uninstall_raw",
+    "raw_state",
+    "install_numpy",
+    "install_numpy_default",
+    "uninstall_numpy",
+    "numpy_installed",
+]
+
+class ArenaPoolError(RuntimeError):
+    """arenapool could not do what was asked; the message says why and what to do.
+    The base of every error of arenapool's own (arenapool.mpi's included)."""
+
+@final
+class Memory:
+    """A snapshot of the process's memory, in bytes: what the kernel says (``rss``,
+    ``peak_rss``) and what arenapool's allocator manages. Memory of CPython's and
+    numpy's own allocators counts only in ``rss`` and ``peak_rss``."""
+
+    @property
+    def rss(self) -> int:
+        """Resident set size of the process (0 off Linux)."""
+    @property
+    def peak_rss(self) -> int:
+        """Peak resident set size since the start (``VmHWM``)."""
+    @property
+    def allocated(self) -> int:
+        """Bytes in live blocks of arenapool's allocator."""
+    @property
+    def active(self) -> int:
+        """Bytes in pages that hold live blocks."""
+    @property
+    def resident(self) -> int:
+        """Bytes the allocator has resident: active pages, free pages not yet given
+        back, metadata."""
+    @property
+    def retained(self) -> int:
+        """Bytes of address space kept mapped but given back to the OS."""
+    @property
+    def mapped(self) -> int:
+        """Bytes mapped for data."""
+    @property
+    def metadata(self) -> int:
+        """Bytes of the allocator's own metadata."""
+
+@final
+class Report:
+    """What a phase did: RSS before and after, bytes given back to the OS, where the
+    time went, and how many attempts to give back failed. ``rss_after`` is read when
+    the phase ended, before its results were dropped."""
+
+    @property
+    def rss_before(self) -> int:
+        """Process RSS, in bytes, when the phase began."""
+    @property
+    def rss_after(self) -> int:
+        """Process RSS, in bytes, when it ended (what it returned still held)."""
+    @property
+    def returned(self) -> int:
+        """Bytes given back to the OS from the phase's start to its end."""
+    @property
+    def run_time(self) -> float:
+        """Seconds the work inside the phase took."""
+    @property
+    def purge_time(self) -> float:
+        """Seconds giving memory back took at the phase's end."""
+    @property
+    def arenas(self) -> List[int]:
+        """The allocator's arenas the phase's large blocks went to (empty: no phase was
+        open)."""
+    @property
+    def failed(self) -> int:
+        """Attempts to give pages back that failed during the phase and at its end
+        (0 in normal operation)."""
+
+@final
+class OpenPhase:
+    """A process-wide phase held open until :meth:`end`; made by :func:`enter_phase`."""
+
+    def end(self) -> Report:
+        """Ends the phase and returns its report; ``ArenaPoolError`` if it has already
+        ended."""
+    @property
+    def is_open(self) -> bool:
+        """Whether the phase is still open."""
+
+def memory() -> Memory:
+    """A snapshot of the process's memory (see :class:`Memory`)."""
+
+def rss() -> int:
+    """The process's resident set size, in bytes (0 off Linux)."""
+
+def trim() -> int:
+    """Gives every free page of the allocator's arenas back to the OS; returns the
+    bytes given back."""
+
+def enter_phase() -> OpenPhase:
+    """Opens a process-wide phase; ``ArenaPoolError`` if none can be opened."""
+
+def phase_is_open() -> bool:
+    """Whether a phase is open, on any thread."""
+
+def phase_threshold() -> int:
+    """The size, in bytes, from which blocks go to the phase's arenas while a phase is
+    open."""
+
+def threshold() -> int:
+    """The size, in bytes, from which the hooks take blocks."""
+
+def set_threshold(nbytes: Optional[int]) -> None:
+    """Sets the size from which the hooks take blocks; ``None`` restores the default.
+    ``ValueError`` below the phase threshold."""
+
+def raw_live_blocks() -> int:
+    """How many blocks the raw domain's hook made are still alive."""
+
+def owns(address: int) -> bool:
+    """Whether the memory at ``address`` belongs to arenapool's arenas."""
+
+def taking() -> bool:
+    """Whether the hooks are taking blocks (installed, and not uninstalled since)."""
+
+def install_raw() -> bool:
+    """Installs the hook on CPython's raw allocator and starts taking blocks; whether it
+    was newly put in the chain."""
+
+def uninstall_raw() -> Literal["top", "wrapped", "absent"]:
+    """Stops taking blocks, takes the hook out of the chain where that is safe; where
+    the hook is afterwards."""
+
+def raw_state() -> Literal["top", "wrapped", "absent"]:
+    """Where the raw domain's hook is: at the top of the chain, under a later hook, or
+    absent."""
+
+def install_numpy_default() -> bool:
+    """Wraps numpy's default handler inside its own capsule; whether it was wrapped
+    now."""
+
+def install_numpy() -> bool:
+    """Sets arenapool's handler for the current context; whether it was set."""
+
+def uninstall_numpy() -> bool:
+    """Puts back the handler arenapool's wrapped in the current context; whether it was
+    put back."""
+
+def numpy_installed() -> bool:
+    """Whether arenapool's handler is in force in the current context."""

@@ -1,0 +1,105 @@
+"""Out of memory: numpy arrays of 64 MiB made until the address space is full.
+
+Each program runs in a fresh interpreter under ``RLIMIT_AS`` (its size at the start
+plus 3 GiB), with a time limit. The arrays must come from arenapool's arenas, the
+refusal must be a ``MemoryError`` (not a crash), the memory must go back when the
+arrays are dropped, and the next phase must allocate again.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import MiB, run_fresh
+
+
+def available_memory() -> int:
+    """``MemAvailable`` of ``/proc/meminfo``, in bytes (0 where it cannot be read)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+# The arrays are written: up to 3 GiB resident, which the kernel must be able to give
+# without killing the program.
+needs_memory = pytest.mark.skipif(
+    available_memory() < (4 << 30),
+    reason="fills 3 GiB of address space with written arrays: needs 4 GiB of memory available",
+)
+
+# The program: fills the address space with 64 MiB arrays, inside a phase or outside
+# any, then drops them and allocates 64 MiB again, in a phase and outside one.
+FILL = """
+import contextlib, gc, json, resource
+import numpy as np
+import arenapool
+from arenapool import _arenapool
+
+arenapool.install()
+
+def vm_size():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmSize in /proc/self/status")
+
+limit = vm_size() + (3 << 30)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+ARRAY = 8 << 20  # float64: 64 MiB
+
+def ours(array):
+    return _arenapool.owns(array.__array_interface__["data"][0])
+
+start = arenapool.rss()
+arrays = []
+raised = False
+with arenapool.phase() if IN_PHASE else contextlib.nullcontext():
+    try:
+        while len(arrays) < 1000:
+            arrays.append(np.ones(ARRAY))
+    except MemoryError:
+        raised = True
+made = len(arrays)
+owned = sum(ours(a) for a in arrays)
+held = arenapool.rss()
+del arrays
+gc.collect()
+after = arenapool.rss()
+
+with arenapool.phase():
+    again = np.ones(ARRAY)
+    again_ours = ours(again)
+    again_right = bool(again[::4096].sum() == ARRAY // 4096)
+del again
+outside = np.ones(ARRAY)
+outside_right = bool(outside[::4096].sum() == ARRAY // 4096)
+del outside
+print(json.dumps(dict(raised=raised, made=made, owned=owned, start=start, held=held,
+                      after=after, again_ours=again_ours, again_right=again_right,
+                      outside_right=outside_right)))
+"""
+
+
+@needs_memory
+@pytest.mark.parametrize("where", ["phase", "outside"])
+def test_filling_the_address_space_raises_memory_error_and_gives_it_all_back(where: str) -> None:
+    figures = run_fresh(f"IN_PHASE = {where == 'phase'}\n" + FILL, timeout=120)
+    assert figures["raised"], f"no MemoryError within 1000 arrays of 64 MiB: {figures}"
+    assert figures["made"] >= 4, f"fewer than 4 arrays of 64 MiB in 3 GiB: {figures}"
+    assert figures["owned"] >= 4, f"the arrays were not made in arenapool's arenas: {figures}"
+    assert figures["held"] >= figures["start"] + figures["made"] * 60 * MiB, figures
+    assert figures["after"] <= figures["start"] + 16 * MiB, (
+        f"RSS after dropping the arrays is {(figures['after'] - figures['start']) / MiB:.1f} "
+        f"MiB above the start: {figures}"
+    )
+    assert figures["again_ours"] and figures["again_right"], (
+        f"the next phase could not make a 64 MiB array of arenapool's: {figures}"
+    )
+    assert figures["outside_right"], figures
