@@ -135,7 +135,9 @@ pub struct PhaseGuard {
 
 impl PhaseGuard {
     /// Whether this guard holds a phase open: false if [`enter_phase`] could not open
-    /// one (it printed why).
+    /// one (it printed why), and in a child made by `fork` after it opened: the phases
+    /// of the parent are not open in the child, and dropping the guard there ends
+    /// nothing.
     pub fn is_open(&self) -> bool {
         self.open && self.generation == fork::generation()
     }
