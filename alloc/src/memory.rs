@@ -93,6 +93,10 @@ fn read_proc<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b str> {
 }
 
 /// The process's resident set size in bytes (0 where `/proc/self/statm` is unavailable).
+///
+/// Everything resident counts: the heap, and also the program's code and the shared
+/// libraries' pages, which grow as a large program runs code it had not run before. To
+/// see what the allocator holds, read [`memory`]'s jemalloc figures beside it.
 pub fn rss() -> usize {
     statm_rss("/proc/self/statm").unwrap_or(0)
 }
