@@ -5,7 +5,7 @@
 //! arena goes on a free list and is handed to the next scope. It may still hold data
 //! that escaped its scope, so it is never reset or destroyed.
 //!
-//! Decay policy, the arena's only state besides its index. Its muzzy decay is 0 for
+//! The decay an arena is given as it is checked out and released. Its muzzy decay is 0 for
 //! life, set at creation, so every purge is a forced one (RSS drops at once); its dirty
 //! decay is:
 //! - checked out ([`Decay::Keep`], -1): freed pages stay with the arena for reuse by the
@@ -108,7 +108,7 @@ pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
         let len = list.len;
         // The most recently released arena of the kind: the top one, unless a program
         // mixes kinds. Not one inherited by a child made by `fork` whose purges can no
-        // longer run (see `purge::is_stuck`): it stays on the list, unused.
+        // longer run (see `table::is_stuck`): it stays on the list, unused.
         match (0..len).rev().find(|&i| {
             list.slots[i]
                 .as_ref()
