@@ -5,9 +5,9 @@
 //! arena goes on a free list and is handed to the next scope. It may still hold data
 //! that escaped its scope, so it is never reset or destroyed.
 //!
-//! The decay an arena is given as it is checked out and released. Its muzzy decay is 0 for
-//! life, set at creation, so every purge is a forced one (RSS drops at once); its dirty
-//! decay is:
+//! The decay an arena is given as it is checked out and released. Its muzzy decay is
+//! 0 for life, set at creation, so every purge is a forced one (RSS drops at once); its
+//! dirty decay is:
 //! - checked out ([`Decay::Keep`], -1): freed pages stay with the arena for reuse by the
 //!   work bound to it, with no purging behind its back (jemalloc would otherwise purge
 //!   freed extents of 8 MiB and more at once, and decay the rest over seconds).
