@@ -17,7 +17,8 @@ Programs:
 Configurations: ``glibc`` (nothing done), ``trim-threshold``
 (``MALLOC_TRIM_THRESHOLD_=65536``, what Dask sets), ``malloc_trim`` (``malloc_trim(0)``
 called after ``del``), ``arenapool`` (:func:`arenapool.joblib.install`, or a phase
-around the thread pool's map).
+around the thread pool's map). ``--threshold`` sets the size from which arenapool's
+hooks take blocks (:func:`arenapool.set_threshold`) in the ``arenapool`` configuration.
 
 ``--state`` measures report 001 instead: a large read-only numpy array (``--state-mib``,
 256) that every task reads (``table[i::100] * 2``, a result of 1/100 of it), over
@@ -73,7 +74,7 @@ def _results(_: int) -> numpy.ndarray:
     return np.ones(50_000)
 
 
-def _child(program: str, config: str, tasks: int, rounds: int) -> None:
+def _child(program: str, config: str, tasks: int, rounds: int, threshold: int = 0) -> None:
     """One fresh process: the program, ``rounds`` times back to back; prints JSON."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -84,6 +85,8 @@ def _child(program: str, config: str, tasks: int, rounds: int) -> None:
         import arenapool
         import arenapool.joblib
 
+        if threshold:
+            arenapool.set_threshold(threshold)
         arenapool.install()
         arenapool.joblib.install()
     rows = []
@@ -307,13 +310,14 @@ def _state_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     return 0
 
 
-def _run(program: str, config: str, tasks: int, rounds: int) -> List[Dict[str, float]]:
+def _run(program: str, config: str, tasks: int, rounds: int, threshold: int = 0) -> List[Dict[str, float]]:
     env = dict(os.environ)
     env.pop("MALLOC_TRIM_THRESHOLD_", None)
     if config == "trim-threshold":
         env["MALLOC_TRIM_THRESHOLD_"] = "65536"
     out = subprocess.run(
-        [sys.executable, "-m", "arenapool.bench", "--child", program, config, str(tasks), str(rounds)],
+        [sys.executable, "-m", "arenapool.bench", "--child", program, config, str(tasks), str(rounds),
+         str(threshold)],
         env=env,
         check=True,
         capture_output=True,
@@ -343,12 +347,15 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--inputs", type=int, default=100, help="--state: how many inputs (100)")
     parser.add_argument("--start-methods", default=",".join(START_METHODS),
                         help="--state: comma-separated: " + ", ".join(START_METHODS))
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--threshold", type=int, default=0,
+                        help="bytes from which arenapool's hooks take blocks in the arenapool configuration"
+                        " (default: arenapool's, 64 KiB)")
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--state-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        program, config, tasks, rounds = args.child
-        _child(program, config, int(tasks), int(rounds))
+        program, config, tasks, rounds, threshold = args.child
+        _child(program, config, int(tasks), int(rounds), int(threshold))
         return 0
     if args.state_child:
         method, way, state_mib, inputs = args.state_child
@@ -362,14 +369,17 @@ def main(argv: List[str]) -> int:
         for c in chosen:
             if c not in known:
                 parser.error(f"unknown {name} {c!r}: choose from {', '.join(known)}")
+    if args.threshold and args.threshold < 0:
+        parser.error("--threshold must be positive")
+    threshold = f", arenapool's threshold {args.threshold} bytes" if args.threshold else ""
     print(f"{args.tasks} tasks of np.ones(50000), 2 workers, {args.runs} fresh processes each,"
-          f" {args.rounds} round(s) per process; RSS in MiB, times in s")
+          f" {args.rounds} round(s) per process{threshold}; RSS in MiB, times in s")
     print()
     print("| program | configuration | start | held | after del + gc (every round) | wall | parent CPU |")
     print("|---|---|---|---|---|---|---|")
     for program in programs:
         for config in configs:
-            runs = [_run(program, config, args.tasks, args.rounds) for _ in range(args.runs)]
+            runs = [_run(program, config, args.tasks, args.rounds, args.threshold) for _ in range(args.runs)]
             rounds = [r for run in runs for r in run]
             print(
                 f"| {program} | {config} | {_cell([r['start'] for r in rounds])} | {_cell([r['held'] for r in rounds])}"

@@ -13,8 +13,14 @@ array left on the memory, and ``node.Free()`` too, or each iteration still keeps
 KB. With ``--fixed``, one ``with arenapool.mpi.shared_array(...)`` line does all of that
 and the loop runs in flat memory (the lines marked below).
 
-    mpirun -n 2 python examples/s3_mpi.py            # about +790 MiB per rank in 1,000 iterations
-    mpirun -n 2 python examples/s3_mpi.py --fixed    # under 1 MiB
+    mpirun -n 2 python examples/s3_mpi.py               # about +790 MiB per rank in 1,000 iterations
+    mpirun -n 2 python examples/s3_mpi.py --fixed       # under 1 MiB
+    mpirun -n 2 python examples/s3_mpi.py --untouched   # the windows made, never written or read
+
+Rank 0 writes the array and every rank reads it, so each window's 800 KB is in every
+rank's RSS. ``--untouched`` makes the report's windows and never writes or reads them:
+every rank still grows, by about 26 KB per iteration (4 KB of it shared memory) in
+place of 800 KB.
 
 ``--iterations`` (1,000) and ``--every`` (200) set the length and how often rank 0
 prints every rank's growth since the start.
@@ -46,6 +52,17 @@ def report_iteration(comm: MPI.Intracomm, step: int) -> float:
     return float(a.sum())
 
 
+def untouched_iteration(comm: MPI.Intracomm, step: int) -> float:
+    """The report's iteration with the array never written or read."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    size = N * 8 if node.rank == 0 else 0
+    win = MPI.Win.Allocate_shared(size, 8, comm=node)  # overwrites the previous window
+    buf, itemsize = win.Shared_query(0)
+    a = np.ndarray(buffer=buf, dtype="d", shape=(N,))
+    comm.Barrier()
+    return float(step * a.size)
+
+
 def fixed_iteration(comm: MPI.Intracomm, step: int) -> float:
     """The same iteration with the fix."""
     with shared_array(comm, N) as a:  # the fix: one line for the five that make node, win, a
@@ -70,12 +87,16 @@ def memory_mib() -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Field report S3's loop, broken or fixed.")
     parser.add_argument("--fixed", action="store_true", help="use arenapool.mpi.shared_array")
+    parser.add_argument("--untouched", action="store_true",
+                        help="the report's loop with the arrays never written or read")
     parser.add_argument("--iterations", type=int, default=1_000)
     parser.add_argument("--every", type=int, default=200)
     args = parser.parse_args()
 
     comm = MPI.COMM_WORLD
-    iteration = fixed_iteration if args.fixed else report_iteration
+    if args.fixed and args.untouched:
+        parser.error("--fixed and --untouched are two different loops: choose one")
+    iteration = fixed_iteration if args.fixed else untouched_iteration if args.untouched else report_iteration
     start_rss, start_shmem = memory_mib()
     began = time.perf_counter()
     for step in range(1, args.iterations + 1):
@@ -92,7 +113,7 @@ def main() -> None:
                 print(f"iteration {step:>7}  {ranks}", flush=True)
     if comm.rank == 0:
         seconds = time.perf_counter() - began
-        mode = "fixed" if args.fixed else "as reported"
+        mode = "fixed" if args.fixed else "untouched" if args.untouched else "as reported"
         print(f"{mode}: {args.iterations} iterations in {seconds:.1f} s", flush=True)
 
 
