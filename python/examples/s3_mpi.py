@@ -39,13 +39,19 @@ from arenapool.mpi import shared_array
 N = 100_000  # doubles: 800 KB
 
 
-def report_iteration(comm: MPI.Intracomm, step: int) -> float:
-    """One iteration as the report's author wrote it: the window is never freed."""
+def leaked_window(comm: MPI.Intracomm) -> np.ndarray:
+    """The report's window, as its author made it: never freed, overwritten by the
+    next iteration's."""
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     size = N * 8 if node.rank == 0 else 0
     win = MPI.Win.Allocate_shared(size, 8, comm=node)  # overwrites the previous window
     buf, itemsize = win.Shared_query(0)
-    a = np.ndarray(buffer=buf, dtype="d", shape=(N,))
+    return np.ndarray(buffer=buf, dtype="d", shape=(N,))
+
+
+def report_iteration(comm: MPI.Intracomm, step: int) -> float:
+    """One iteration as the report's author wrote it: the window is never freed."""
+    a = leaked_window(comm)
     if comm.rank == 0:
         a[:] = step
     comm.Barrier()
@@ -54,11 +60,7 @@ def report_iteration(comm: MPI.Intracomm, step: int) -> float:
 
 def untouched_iteration(comm: MPI.Intracomm, step: int) -> float:
     """The report's iteration with the array never written or read."""
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    size = N * 8 if node.rank == 0 else 0
-    win = MPI.Win.Allocate_shared(size, 8, comm=node)  # overwrites the previous window
-    buf, itemsize = win.Shared_query(0)
-    a = np.ndarray(buffer=buf, dtype="d", shape=(N,))
+    a = leaked_window(comm)
     comm.Barrier()
     return float(step * a.size)
 
