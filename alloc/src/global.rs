@@ -7,7 +7,7 @@ use tikv_jemalloc_sys as ffi;
 use tikv_jemallocator::Jemalloc;
 
 use crate::route::{self, FLOOR};
-use crate::{binding, decay, purge, table};
+use crate::{binding, decay, purge};
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge, and
 /// phases that catch every thread's large allocations.
@@ -105,7 +105,7 @@ unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
         None => unsafe { Jemalloc.alloc(layout) },
     };
     if block.is_null() {
-        return elsewhere(routed, alloc);
+        return route::elsewhere(routed, alloc);
     }
     block
 }
@@ -152,27 +152,9 @@ unsafe fn realloc_large(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u
         None => unsafe { Jemalloc.realloc(ptr, layout, new_size) },
     };
     if block.is_null() {
-        return elsewhere(routed, realloc);
+        return route::elsewhere(routed, realloc);
     }
     block
-}
-
-/// After a large block was refused for want of memory in an arena of this crate's (the
-/// phase arena it was `routed` to, or the arena the thread is bound to): the same call
-/// (`attempt`) in each other arena of this crate's until one succeeds, else null (see
-/// [`table::ours_except`]). A block refused in one of jemalloc's own arenas is not tried
-/// elsewhere.
-#[cold]
-#[inline(never)]
-fn elsewhere(routed: Option<u32>, attempt: impl Fn(u32) -> *mut std::ffi::c_void) -> *mut u8 {
-    let Some(tried) = routed.or_else(binding::bound_arena) else {
-        return std::ptr::null_mut();
-    };
-    table::ours_except(tried)
-        .map(attempt)
-        .find(|block| !block.is_null())
-        .unwrap_or(std::ptr::null_mut())
-        .cast()
 }
 
 /// Before a block of [`FLOOR`] bytes or more: a thread bound to an arena that stands by

@@ -229,7 +229,7 @@ pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<()> {
     let arena = table::arena(index);
     let inherited = arena.inherited();
     if inherited && arena.stuck.load(Ordering::Relaxed) {
-        return ctl::arena_purge(index);
+        return counted(index, ctl::arena_purge(index));
     }
     let patience = if inherited {
         PATIENCE_INHERITED

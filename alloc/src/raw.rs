@@ -8,7 +8,7 @@ use tikv_jemalloc_sys as ffi;
 
 use crate::percpu::PerCpu;
 use crate::route::{self, FLOOR};
-use crate::{binding, decay, map, purge, table};
+use crate::{binding, decay, map, purge};
 
 /// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
 /// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page
@@ -136,7 +136,7 @@ impl RawAlloc {
 /// aligned to `align` asked for by the calling thread (its arena, see [`RawAlloc`]; no
 /// thread cache; the alignment); if that fails for want of memory in an arena of this
 /// crate's, calls it again with each other arena of this crate's until one succeeds
-/// (see [`table::ours_except`]). Null if none has room, or if `align` is not a power of
+/// (see [`route::elsewhere`]). Null if none has room, or if `align` is not a power of
 /// two.
 fn attempt(size: usize, align: usize, op: impl Fn(c_int) -> *mut c_void) -> *mut u8 {
     let Some(arena) = place(size, align) else {
@@ -146,14 +146,9 @@ fn attempt(size: usize, align: usize, op: impl Fn(c_int) -> *mut c_void) -> *mut
     if !block.is_null() {
         return block.cast();
     }
-    let Some(tried) = arena.or_else(binding::bound_arena) else {
-        return ptr::null_mut();
-    };
-    table::ours_except(tried)
-        .map(|other| op(route::mallocx_flags(Some(other), align, size)))
-        .find(|block| !block.is_null())
-        .unwrap_or(ptr::null_mut())
-        .cast()
+    route::elsewhere(arena, |other| {
+        op(route::mallocx_flags(Some(other), align, size))
+    })
 }
 
 /// The arena a block of `size` bytes goes to when the calling thread asks for it

@@ -77,14 +77,11 @@ impl Slot {
 
 struct FreeList {
     len: usize,
-    /// Arenas this crate has created in all; `created - len` are checked out.
-    created: usize,
     slots: [Option<Slot>; ARENAS_ALL as usize],
 }
 
 static FREE: Lock<FreeList> = Lock::new(FreeList {
     len: 0,
-    created: 0,
     slots: [const { None }; ARENAS_ALL as usize],
 });
 
@@ -95,7 +92,8 @@ fn free_list() -> LockGuard<'static, FreeList> {
 /// How many arenas are checked out right now.
 pub(crate) fn live() -> usize {
     let list = free_list();
-    list.created - list.len
+    // Counted under the list's lock: an arena being created is checked out already.
+    table::created() - list.len
 }
 
 /// Takes an arena with huge pages or without (`huge`) off the free list, or creates
@@ -153,7 +151,6 @@ fn create(huge: bool) -> Result<Slot, Error> {
         refuse_process_madvise(ctl::process_madvise_max_batch()?)?;
         create_arena(huge)?
     };
-    free_list().created += 1;
     Ok(Slot { index })
 }
 

@@ -6,13 +6,14 @@
 //! ending, giving back) is [`crate::phase`]'s: it opens the route with
 //! [`open`] and closes it with [`close`].
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
+use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::binding;
 use crate::percpu::PerCpu;
+use crate::{binding, table};
 
 /// No threshold can be smaller: sizes below it are never routed, whatever the
 /// settings, and are told apart by a comparison with this constant before any atomic
@@ -66,6 +67,25 @@ pub(crate) fn route(size: usize) -> Option<u32> {
         return None;
     }
     phase_arena()
+}
+
+/// After a large block was refused for want of memory in an arena of this crate's (the
+/// arena it was `routed` to, or the one the calling thread is bound to): the same call
+/// (`attempt`, with an arena index) in each other arena of this crate's until one
+/// succeeds, else null (see [`table::ours_except`]: each arena keeps the address space
+/// it has mapped for itself). A block refused in one of jemalloc's own arenas is not
+/// tried elsewhere.
+#[cold]
+#[inline(never)]
+pub(crate) fn elsewhere(routed: Option<u32>, attempt: impl Fn(u32) -> *mut c_void) -> *mut u8 {
+    let Some(tried) = routed.or_else(binding::bound_arena) else {
+        return ptr::null_mut();
+    };
+    table::ours_except(tried)
+        .map(attempt)
+        .find(|block| !block.is_null())
+        .unwrap_or(ptr::null_mut())
+        .cast()
 }
 
 #[inline(never)]
