@@ -1,8 +1,9 @@
 //! What a child made by `fork` inherits: a phase open in the parent is not open in the
 //! child (and dropping the parent's guard there ends nothing), a pool built in the
 //! parent refuses work with a message that says so, and the child's own phase, scope
-//! and pool work. The forking thread's own scope goes on in the child. Alone in its
-//! binary: its child inherits the whole process.
+//! and pool work, and its idle return gives back what it frees. The forking thread's
+//! own scope goes on in the child. Alone in its binary: its child inherits the whole
+//! process.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -55,6 +56,32 @@ fn child(parent_phase: arenapool::PhaseGuard, parent_pool: &arenapool::ArenaPool
     let sum: u64 = pool.run(|| (0..1000u64).into_par_iter().sum());
     if sum != 499_500 {
         return 17;
+    }
+    // The idle return runs in the child too (the parent's thread is not there): memory
+    // freed in jemalloc's own arenas, on a thread of the child's, goes back while the
+    // child waits.
+    let start = arenapool::memory().resident;
+    let strings = std::thread::spawn(|| {
+        (0..2_000_000)
+            .map(|i| format!("row-{i:012}"))
+            .collect::<Vec<String>>()
+    })
+    .join()
+    .unwrap();
+    if arenapool::memory().resident < start + (32 << 20) {
+        return 21;
+    }
+    // Dropped on this thread, which is in a scope: the frees go to the strings' arena.
+    drop(strings);
+    let waited = Instant::now();
+    while arenapool::memory().resident > start + (16 << 20) {
+        if waited.elapsed() > Duration::from_secs(30) {
+            return 19;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if arenapool::idle_return().is_none() {
+        return 20;
     }
     0
 }

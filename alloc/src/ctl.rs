@@ -184,6 +184,8 @@ struct Mibs {
     arena_muzzy_decay_ms: Mib<3>,
     arena_dirty_purged: Mib<4>,
     arena_muzzy_purged: Mib<4>,
+    arena_pactive: Mib<4>,
+    arena_pdirty: Mib<4>,
     allocated: Mib<2>,
     active: Mib<2>,
     resident: Mib<2>,
@@ -233,6 +235,8 @@ impl Mibs {
             arena_muzzy_decay_ms: Mib::lookup(c"arena.0.muzzy_decay_ms")?,
             arena_dirty_purged: Mib::lookup(c"stats.arenas.0.dirty_purged")?,
             arena_muzzy_purged: Mib::lookup(c"stats.arenas.0.muzzy_purged")?,
+            arena_pactive: Mib::lookup(c"stats.arenas.0.pactive")?,
+            arena_pdirty: Mib::lookup(c"stats.arenas.0.pdirty")?,
             allocated: Mib::lookup(c"stats.allocated")?,
             active: Mib::lookup(c"stats.active")?,
             resident: Mib::lookup(c"stats.resident")?,
@@ -552,9 +556,9 @@ pub(crate) fn arena_purge(index: u32) -> CtlResult<()> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pages {
     /// Freed pages not yet purged. At -1 they stay until a purge (-1 also stops
-    /// jemalloc's eager purge of freed extents of 8 MiB and more); at 0 they go back at
-    /// once, and setting 0 purges every dirty page the arena holds right away (jemalloc
-    /// restarts its decay curve on every change).
+    /// jemalloc's eager purge of freed extents of 8 MiB and more, which any other
+    /// decay keeps); at 0 they go back at once, and setting 0 purges every dirty page
+    /// the arena holds right away (jemalloc restarts its decay curve on every change).
     Dirty,
     /// Pages purged lazily. At 0 every purge of dirty pages is a forced one
     /// (`MADV_DONTNEED`, RSS drops at once) rather than a lazy one that leaves them
@@ -598,6 +602,20 @@ pub(crate) fn arena_purged_bytes(index: u32) -> CtlResult<usize> {
         .saturating_mul(m.page))
 }
 
+/// Bytes in arena `index`'s pages that hold live blocks (its active pages), and in its
+/// free pages not given back (its dirty pages), as of the last [`refresh_stats`].
+pub(crate) fn arena_active_and_dirty(index: u32) -> CtlResult<(usize, usize)> {
+    let m = mibs()?;
+    // SAFETY: `stats.arenas.<i>.{pactive,pdirty}` are `size_t`.
+    let (active, dirty) = unsafe {
+        (
+            m.arena_pactive.at(2, index).read::<usize>()?,
+            m.arena_pdirty.at(2, index).read::<usize>()?,
+        )
+    };
+    Ok((active.saturating_mul(m.page), dirty.saturating_mul(m.page)))
+}
+
 /// jemalloc's process-wide totals, as of the last [`refresh_stats`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Totals {
@@ -622,4 +640,11 @@ pub(crate) fn totals() -> CtlResult<Totals> {
             metadata: m.metadata.read()?,
         })
     }
+}
+
+/// How many automatic arenas jemalloc may create (`opt.narenas`): indices `0..n` are
+/// its own, whether created yet or not. Looks the name up afresh: not for hot paths.
+pub(crate) fn automatic_arenas() -> CtlResult<u32> {
+    // SAFETY: `opt.narenas` is an `unsigned`.
+    unsafe { Mib::<2>::lookup(c"opt.narenas")?.read::<c_uint>() }
 }

@@ -7,7 +7,7 @@ use tikv_jemalloc_sys as ffi;
 use tikv_jemallocator::Jemalloc;
 
 use crate::route::{self, FLOOR};
-use crate::{binding, decay, purge};
+use crate::{binding, decay, idle, phase_peak, purge};
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge, and
 /// phases that catch every thread's large allocations.
@@ -113,7 +113,9 @@ unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
 /// The path of [`ArenaAlloc::dealloc`] for blocks of [`FLOOR`] bytes and more:
 /// out of line and cold, as [`alloc_large`]. The block's pages go back at once if it
 /// lies in an idle arena of this crate's, also when jemalloc skips the purge of its free
-/// because another thread is purging that arena (see [`purge::free`]).
+/// because another thread is purging that arena (see [`purge::free`]); a block freed
+/// into a phase arena while a phase is open is counted against the phase's bound (see
+/// [`crate::phase_peak`]).
 ///
 /// # Safety
 ///
@@ -121,10 +123,15 @@ unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
 #[cold]
 #[inline(never)]
 unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
+    idle::notice();
+    let kept = phase_peak::kept(ptr);
     // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
     purge::free(ptr, Some(layout.size()), || unsafe {
         Jemalloc.dealloc(ptr, layout)
     });
+    if kept {
+        phase_peak::freed(layout.size());
+    }
 }
 
 /// The path of [`ArenaAlloc::realloc`] to sizes of [`FLOOR`] bytes and more: out

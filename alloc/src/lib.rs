@@ -42,10 +42,11 @@
 //    jemalloc is installed;
 // 2. the map of the address space and the table of per-arena state;
 // 3. the extent hooks (what jemalloc calls);
-// 4. the purge mechanism, then the decay policy (keep, give back, stand by);
+// 4. the purge mechanism, then the decay policy (keep, give back, stand by) and the
+//    return of memory freed outside our work while the process is idle;
 // 5. memory figures, the recycler of arenas, per-CPU sets of them;
 // 6. bindings, `Arena`, reports, the allocator's routing;
-// 7. phases and scopes;
+// 7. phases (and the bound on what their arenas keep) and scopes;
 // 8. the global allocator and `RawAlloc`.
 #[cfg(feature = "fault-injection")]
 pub mod faults;
@@ -68,6 +69,7 @@ mod hooks;
 mod purge;
 
 mod decay;
+mod idle;
 
 mod memory;
 mod recycler;
@@ -82,6 +84,7 @@ mod report;
 mod route;
 
 mod phase;
+mod phase_peak;
 mod scope;
 
 mod global;
@@ -93,6 +96,7 @@ pub use self::bytes::Bytes;
 pub use self::error::Error;
 pub use self::global::ArenaAlloc;
 pub use self::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
+pub use self::idle::{idle_return, set_idle_return, IDLE_RETURN_ENV};
 pub use self::install::is_installed;
 pub use self::memory::{
     flush_thread_cache, huge_page_rss, memory, peak_rss, reset_peak_rss, rss, rss_of,

@@ -11,7 +11,7 @@
 //!
 //! The phase arenas are made when the first phase opens, one per CPU, and kept for the
 //! process's life. While a phase is open their freed pages stay for reuse (dirty decay
-//! -1); when the last one ends, every free page goes back at once and, until the next
+//! -1), up to a bound (see [`crate::phase_peak`]); when the last one ends, every free page goes back at once and, until the next
 //! phase, whatever is freed in them goes back the moment it is freed (dirty decay 0),
 //! on any thread. Then the free pages of the process's other arenas (jemalloc's own:
 //! small objects freed during the phase) are purged too, unless
@@ -371,7 +371,10 @@ fn begin() -> Result<u32, Error> {
     let mut open = open_count();
     if *open == 0 {
         fork::on_child(after_fork_in_child);
-        ARENAS.make(huge::default_setting(), |_| Ok(()))?;
+        ARENAS.make(huge::default_setting(), |index| {
+            table::arena(index).phase.store(true, Ordering::Relaxed);
+            Ok(())
+        })?;
         if let Err(e) = ARENAS.indices().try_for_each(decay::keep_freed) {
             // No phase opens: none of the arenas may keep what is freed in them.
             for index in ARENAS.indices() {

@@ -8,7 +8,7 @@ use tikv_jemalloc_sys as ffi;
 
 use crate::percpu::PerCpu;
 use crate::route::{self, FLOOR};
-use crate::{binding, decay, map, purge};
+use crate::{binding, decay, idle, map, phase_peak, purge};
 
 /// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
 /// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page
@@ -100,11 +100,17 @@ impl RawAlloc {
     /// `ptr` is null or a live block of [`RawAlloc`]'s, not used again.
     pub unsafe fn free(ptr: *mut u8) {
         if !ptr.is_null() {
+            idle::notice();
+            // SAFETY: a live block of jemalloc's (the caller's contract).
+            let kept = phase_peak::kept(ptr).then(|| unsafe { ffi::sallocx(ptr.cast(), 0) });
             // SAFETY: a live block of jemalloc's, freed once (the caller's contract),
             // straight to its arena.
             purge::free(ptr, None, || unsafe {
                 ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE)
-            })
+            });
+            if let Some(size) = kept {
+                phase_peak::freed(size);
+            }
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tikv_jemalloc_sys as ffi;
 
 use crate::percpu::PerCpu;
-use crate::{binding, table};
+use crate::{binding, idle, table};
 
 /// No threshold can be smaller: sizes below it are never routed, whatever the
 /// settings, and are told apart by a comparison with this constant before any atomic
@@ -60,9 +60,11 @@ pub(crate) fn mallocx_flags(arena: Option<u32>, align: usize, size: usize) -> c_
 
 /// The phase arena for a block of `size` bytes asked for by the calling thread, if it
 /// goes to one: a phase is open, `size` reaches the threshold, and the thread is not
-/// bound to an arena of its own.
+/// bound to an arena of its own. The first large block of the process (and of a child
+/// made by `fork`) also makes the idle-return setting (see [`crate::idle`]).
 #[inline]
 pub(crate) fn route(size: usize) -> Option<u32> {
+    idle::notice();
     if size < OPEN_THRESHOLD.load(Ordering::Relaxed) {
         return None;
     }

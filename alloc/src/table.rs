@@ -65,6 +65,10 @@ pub(crate) struct ArenaState {
     pub(crate) idle: AtomicBool,
     /// It stands by: idle until its worker's first large block or first purge.
     pub(crate) standing_by: AtomicBool,
+    /// It decays as jemalloc's own arenas do (see [`crate::idle`]), for good.
+    pub(crate) as_jemalloc: AtomicBool,
+    /// One of the phase arenas (see [`crate::phase_peak`]), for good.
+    pub(crate) phase: AtomicBool,
 }
 
 impl ArenaState {
@@ -87,6 +91,8 @@ impl ArenaState {
             unsure: AtomicBool::new(false),
             idle: AtomicBool::new(false),
             standing_by: AtomicBool::new(false),
+            as_jemalloc: AtomicBool::new(false),
+            phase: AtomicBool::new(false),
         }
     }
 

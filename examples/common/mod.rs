@@ -1,4 +1,4 @@
-//! What the S1 examples share: the report of one run, and running each mode in a child
+//! What the examples share: the report of one run, and running each mode in a child
 //! process of its own, so that no mode inherits another's memory.
 use std::process::Command;
 
@@ -6,7 +6,8 @@ use arenapool::Bytes;
 
 /// Keeps a tenth of the labels (as the field report's program does), drops the
 /// results, and prints RSS before, after the phase and after dropping, with `detail`
-/// (a time, say) beside the checksum.
+/// (a time, say) beside the checksum. (Only the S1 examples report this way.)
+#[allow(dead_code)]
 pub fn report(
     name: &str,
     before: usize,

@@ -1,0 +1,335 @@
+//! Memory freed outside this crate's work goes back while the process is idle: once the
+//! allocator's large path has not been used for a short delay, a thread of this
+//! module's gives back the free pages of jemalloc's own arenas (and of this crate's
+//! that wait for work), then sleeps until the path is used again.
+//!
+//! jemalloc purges an arena's freed ("dirty") pages as their decay time (10 s) runs
+//! out, but only when something allocates or frees in that arena: a process that frees
+//! 400 MiB and then waits for its next request keeps all of it. Blocks of 16 KiB and
+//! more, allocated or freed, pass through [`notice`]; a process that has not used that
+//! path for the delay ([`DEFAULT_MS`], or [`set_idle_return`]'s) is taken to be idle,
+//! and what its arenas hold free is given back, as [`trim`](crate::trim) gives it back
+//! (without flushing any thread's cache). While the process works, nothing changes:
+//! jemalloc's arenas keep their decay, so the thread costs a wake-up per delay at most,
+//! and nothing once the process is idle.
+//!
+//! Two other ways were measured against this one, with the benchmark suite's
+//! workloads that start threads of their own (docs/design.md has the figures): jemalloc's
+//! background threads, with its arenas' decay shortened to the delay, made them up to
+//! 2x slower (the threads are woken by large frees in arenas whose decay is -1 or 0,
+//! this crate's); a timer that ran the decay of jemalloc's arenas shortened to the
+//! delay made jemalloc purge more often inside `malloc` and `free` while work runs.
+//!
+//! The thread starts on the first use of the large path (or a call of
+//! [`set_idle_return`] or [`idle_return`]); again in a child made by `fork`, which has
+//! none of its parent's threads.
+
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::thread::{self, Thread};
+use std::time::Duration;
+
+use crate::{ctl, fork, purge, table};
+
+/// The environment variable that sets the default of [`set_idle_return`].
+pub const IDLE_RETURN_ENV: &str = "ARENAPOOL_IDLE_RETURN";
+
+/// The delay of quiet after which free memory goes back by default, in milliseconds.
+const DEFAULT_MS: u64 = 1000;
+
+/// What the allocator's large path needs to know, in one byte it loads: whether it has
+/// anything to do. Below [`USED`] it has ([`noticed`]).
+static NOTICE: AtomicU8 = AtomicU8::new(UNSET);
+/// The setting is not made yet in this process.
+const UNSET: u8 = 0;
+/// The thread waits out the delay, and the large path was not used since it began.
+const QUIET: u8 = 1;
+/// The thread sleeps until the large path is used.
+const ASLEEP: u8 = 2;
+/// The thread waits out the delay, and the large path was used since it began.
+const USED: u8 = 3;
+/// No thread: the setting is off, being made, or the thread could not be started.
+const NOTHING: u8 = 4;
+
+/// Called on the allocator's large path (allocations, reallocations and frees of
+/// [`FLOOR`](crate::route::FLOOR) bytes and more): makes the setting if it is not made
+/// yet, and tells the thread the path was used, waking it if it sleeps. One relaxed load
+/// when there is nothing to do, which is always the case while the process works.
+#[inline]
+pub(crate) fn notice() {
+    if NOTICE.load(Ordering::Relaxed) < USED {
+        noticed();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn noticed() {
+    match NOTICE.load(Ordering::Relaxed) {
+        UNSET => make_default(),
+        QUIET => {
+            let _ = NOTICE.compare_exchange(QUIET, USED, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        ASLEEP
+            if NOTICE
+                .compare_exchange(ASLEEP, USED, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok() =>
+        {
+            wake();
+        }
+        _ => {}
+    }
+}
+
+/// The thread's handle, once started: a leaked `Thread`, never freed (null in a child
+/// made by `fork` until it starts its own).
+static THREAD: AtomicPtr<Thread> = AtomicPtr::new(ptr::null_mut());
+
+fn wake() {
+    // SAFETY: a non-null pointer is a leaked `Thread`, never freed.
+    if let Some(thread) = unsafe { THREAD.load(Ordering::SeqCst).as_ref() } {
+        thread.unpark();
+    }
+}
+
+/// The delay this process chose ([`set_idle_return`], or the environment's or the
+/// default when the setting was first made), in milliseconds; [`OFF`] for off and
+/// [`UNCHOSEN`] before. A child made by `fork` starts again from it.
+static CHOSEN: AtomicU64 = AtomicU64::new(UNCHOSEN);
+const UNCHOSEN: u64 = u64::MAX;
+const OFF: u64 = 0;
+
+/// The delay chosen, `None` for off (or not chosen yet).
+fn delay() -> Option<Duration> {
+    match CHOSEN.load(Ordering::Relaxed) {
+        OFF | UNCHOSEN => None,
+        ms => Some(Duration::from_millis(ms)),
+    }
+}
+
+/// Makes the default setting (the environment's, or [`DEFAULT_MS`]) and starts the
+/// thread. Only the thread that moves [`NOTICE`] out of [`UNSET`] makes it. Nothing
+/// here may unwind: it runs inside the allocator.
+#[cold]
+fn make_default() {
+    if NOTICE
+        .compare_exchange(UNSET, NOTHING, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    fork::on_child(after_fork_in_child);
+    if CHOSEN.load(Ordering::Relaxed) == UNCHOSEN {
+        // A call of `set_idle_return` meanwhile wins.
+        let _ = CHOSEN.compare_exchange(
+            UNCHOSEN,
+            from_environment(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    if delay().is_some() {
+        run_thread();
+    }
+}
+
+/// In a child made by `fork` (see [`crate::fork`]): the thread was the parent's; the
+/// child's first use of the large path starts its own. Only stores: what a child of a
+/// multithreaded process may do. The parent's handle stays allocated, unused.
+fn after_fork_in_child() {
+    THREAD.store(ptr::null_mut(), Ordering::Relaxed);
+    NOTICE.store(UNSET, Ordering::Relaxed);
+}
+
+/// The delay the environment asks for, in milliseconds ([`OFF`] for off).
+fn from_environment() -> u64 {
+    match std::env::var(IDLE_RETURN_ENV) {
+        Err(std::env::VarError::NotPresent) => DEFAULT_MS,
+        Ok(value) => parse(&value).unwrap_or_else(|()| {
+            eprintln!(
+                "arenapool: {IDLE_RETURN_ENV}={value:?} is not `off` or a delay above 0 \
+                 (`1000` or `1000ms`, `2s`): memory goes back after {DEFAULT_MS} ms idle"
+            );
+            DEFAULT_MS
+        }),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            eprintln!(
+                "arenapool: {IDLE_RETURN_ENV} is not valid Unicode: memory goes back after \
+                 {DEFAULT_MS} ms idle"
+            );
+            DEFAULT_MS
+        }
+    }
+}
+
+/// Parses the environment's value: `off`, or a delay above 0: a number of
+/// milliseconds, or one with `ms` or `s` after it. [`OFF`] for off.
+fn parse(value: &str) -> Result<u64, ()> {
+    let value = value.trim();
+    if matches!(value, "off" | "false" | "no" | "never") {
+        return Ok(OFF);
+    }
+    let (number, scale) = if let Some(ms) = value.strip_suffix("ms") {
+        (ms, 1)
+    } else if let Some(s) = value.strip_suffix('s') {
+        (s, 1000)
+    } else {
+        (value, 1)
+    };
+    match number.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n.saturating_mul(scale).min(UNCHOSEN - 1)),
+        _ => Err(()),
+    }
+}
+
+/// Starts the thread, or wakes the one that runs to wait out the delay chosen now.
+/// Leaves [`NOTICE`] at [`NOTHING`] if none can be started.
+fn run_thread() {
+    NOTICE.store(USED, Ordering::SeqCst);
+    if !THREAD.load(Ordering::SeqCst).is_null() {
+        wake();
+        return;
+    }
+    let spawned = thread::Builder::new()
+        .name("arenapool-idle".into())
+        .stack_size(128 << 10)
+        .spawn(run);
+    match spawned {
+        Ok(handle) => {
+            THREAD.store(
+                Box::into_raw(Box::new(handle.thread().clone())),
+                Ordering::SeqCst,
+            );
+            // A notice that found the thread asleep before the store saw no handle.
+            handle.thread().unpark();
+        }
+        Err(_) => NOTICE.store(NOTHING, Ordering::SeqCst),
+    }
+}
+
+/// How many rounds the thread's wait for quiet is cut into: the free memory goes back
+/// between the delay and a quarter more after the large path was last used.
+const ROUNDS: u32 = 4;
+
+/// The thread: waits until the large path has not been used for [`ROUNDS`] rounds of a
+/// quarter of the delay in a row, gives back what the arenas hold free, and sleeps
+/// until the path is used again.
+fn run() {
+    loop {
+        let Some(delay) = delay() else {
+            // Turned off: sleep until turned on again (`run_thread` wakes it).
+            thread::park();
+            continue;
+        };
+        let round = (delay / ROUNDS).max(Duration::from_millis(1));
+        let mut quiet = 0;
+        while quiet < ROUNDS {
+            thread::sleep(round);
+            match NOTICE.compare_exchange(USED, QUIET, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => quiet = 0,
+                Err(QUIET) => quiet += 1,
+                // Turned off meanwhile.
+                Err(_) => break,
+            }
+        }
+        if quiet < ROUNDS {
+            continue;
+        }
+        give_back();
+        // The swap decides against a notice that races: either it sees the thread
+        // asleep and wakes it, or the thread sees the path used and waits again.
+        if NOTICE
+            .compare_exchange(QUIET, ASLEEP, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            while NOTICE.load(Ordering::SeqCst) == ASLEEP {
+                thread::park();
+            }
+        }
+    }
+}
+
+/// Gives back the free pages of jemalloc's automatic arenas, of this crate's that
+/// decay as they do, and of this crate's that wait for work (whose decay is 0, but
+/// where jemalloc may have left pages freed while another purge ran). Arenas where work
+/// runs are left alone. A purge that fails is counted in the arena's failures, and the
+/// rest go on.
+fn give_back() {
+    let automatic = ctl::automatic_arenas().unwrap_or(0);
+    let waiting = (automatic..ctl::ARENAS_ALL).filter(|&index| {
+        let arena = table::arena(index);
+        table::is_ours(index)
+            && !table::is_stuck(index)
+            && (arena.as_jemalloc.load(Ordering::Relaxed)
+                // An arena that stands by would take a purge for its worker's work.
+                || (arena.idle.load(Ordering::Relaxed)
+                    && !arena.standing_by.load(Ordering::Relaxed)))
+    });
+    for index in (0..automatic).chain(waiting) {
+        let _ = purge::purge(index);
+    }
+}
+
+/// Sets after how long without large allocations or frees (blocks of 16 KiB and more)
+/// the process is taken to be idle, and the free memory of jemalloc's own arenas is
+/// given back to the OS; `None` turns that off (jemalloc's arenas then give freed pages
+/// back by their decay, 10 s, but only as something allocates or frees in them).
+///
+/// On by default, with a delay of one second. Until this is called, the environment
+/// variable `ARENAPOOL_IDLE_RETURN` sets the default, read once: `off`, or a delay
+/// above 0 (`500`, `500ms` or `2s`).
+///
+/// What it covers: memory freed in jemalloc's own arenas, wherever and whenever it was
+/// allocated (before a phase, outside every scope, on a library's threads), in
+/// [`RawAlloc`](crate::RawAlloc)'s arenas outside phases, and what jemalloc left in
+/// this crate's arenas that wait for work. It is given back by a thread of this crate's
+/// (`arenapool-idle`), once the delay has passed with no block of 16 KiB or more
+/// allocated or freed, as [`trim`](crate::trim) would; then the thread sleeps until the
+/// next such block. A process that works is not touched: the thread wakes at most once
+/// per delay. Small objects that a thread's cache holds stay until that thread
+/// allocates or flushes ([`flush_thread_cache`](crate::flush_thread_cache)): a few MiB
+/// per thread at most in practice.
+///
+/// The delay is counted in whole milliseconds, at least one.
+pub fn set_idle_return(after: Option<Duration>) {
+    let ms = match after {
+        None => OFF,
+        Some(delay) => u64::try_from(delay.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, UNCHOSEN - 1),
+    };
+    CHOSEN.store(ms, Ordering::Relaxed);
+    // Makes the default first if it is not made yet (which keeps the choice just stored).
+    notice();
+    if ms == OFF {
+        NOTICE.store(NOTHING, Ordering::SeqCst);
+    } else {
+        run_thread();
+    }
+}
+
+/// After how long without large allocations or frees the free memory of jemalloc's
+/// arenas goes back (see [`set_idle_return`]); `None` when that is off, or its thread
+/// could not be started.
+pub fn idle_return() -> Option<Duration> {
+    notice();
+    delay().filter(|_| NOTICE.load(Ordering::SeqCst) != NOTHING)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_environment() {
+        assert_eq!(parse("off"), Ok(OFF));
+        assert_eq!(parse("1000"), Ok(1000));
+        assert_eq!(parse("250ms"), Ok(250));
+        assert_eq!(parse("2s"), Ok(2000));
+        assert_eq!(parse(" 5 "), Ok(5));
+        assert_eq!(parse("0"), Err(()));
+        assert_eq!(parse("-5"), Err(()));
+        assert_eq!(parse("soon"), Err(()));
+        assert_eq!(parse(""), Err(()));
+    }
+}
