@@ -10,4 +10,7 @@ pub use arenapool_alloc::{
     with_arena_report, Arena, ArenaAlloc, Binding, Bytes, Error, Memory, PhaseGuard, RawAlloc,
     Report, ReportingPhase, HUGE_PAGES_ENV,
 };
+pub use arenapool_alloc::{
+    stats, write_prometheus, Held, Label, Stats, Tally, Work, WorkTotals, MAX_LABELS,
+};
 pub use arenapool_pool::{ArenaPool, ArenaPoolBuilder, BuildError, MapStream};
