@@ -152,7 +152,9 @@ impl ArenaPoolBuilder {
     /// let queries = Label::new("query")?;
     /// let pool = arenapool_pool::ArenaPool::builder().num_threads(2).label(queries).build()?;
     /// pool.run(|| drop(vec![1u8; 8 << 20]));
-    /// assert!(arenapool_alloc::stats().label_totals(queries, Work::Job).ended >= 1);
+    /// let stats = arenapool_alloc::stats();
+    /// assert!(stats.label_totals(queries, Work::Job).ended >= 1);
+    /// assert!(stats.pool.arenas >= 2); // the workers' arenas
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn label(mut self, label: Label) -> Self {
