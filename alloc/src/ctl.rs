@@ -618,8 +618,6 @@ pub(crate) struct ArenaFigures {
     pub(crate) dirty: usize,
     /// In pages purged lazily (resident until the kernel needs them).
     pub(crate) muzzy: usize,
-    /// Given back to the OS since the arena was created (see [`arena_purged_bytes`]).
-    pub(crate) purged: usize,
 }
 
 /// Arena `index`'s figures as of the last [`refresh_stats`]; an error (`ENOENT`) for an
@@ -635,7 +633,6 @@ pub(crate) fn arena_figures(index: u32) -> CtlResult<ArenaFigures> {
             active: m.arena_pactive.at(2, index).read::<usize>()? * m.page,
             dirty: m.arena_pdirty.at(2, index).read::<usize>()? * m.page,
             muzzy: m.arena_pmuzzy.at(2, index).read::<usize>()? * m.page,
-            purged: arena_purged_bytes(index)?,
         })
     }
 }

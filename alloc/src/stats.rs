@@ -190,7 +190,7 @@ pub fn stats() -> Stats {
             stats.give_backs_failed += purge::failures(index);
             if !table::is_ours(index) {
                 stats.automatic.add(&figures, false);
-                stats.returned += figures.purged as u64;
+                stats.returned += ctl::arena_purged_bytes(index).unwrap_or(0) as u64;
                 continue;
             }
             let state = table::arena(index);
