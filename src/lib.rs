@@ -2,6 +2,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs, missing_debug_implementations)]
 
+#[cfg(feature = "metrics")]
+mod metrics;
+#[cfg(feature = "metrics")]
+pub use self::metrics::record_metrics;
+
 pub use arenapool_alloc::{
     current_arena, enter_phase, flush_thread_cache, huge_page_rss, huge_pages, is_installed,
     live_arenas, memory, peak_rss, phase, phase_is_open, phase_report, phase_threshold,
@@ -11,6 +16,7 @@ pub use arenapool_alloc::{
     Report, ReportingPhase, HUGE_PAGES_ENV,
 };
 pub use arenapool_alloc::{
-    stats, write_prometheus, Held, Label, Stats, Tally, Work, WorkTotals, MAX_LABELS,
+    stats, write_prometheus, Held, Label, Metric, MetricKind, Stats, Tally, Work, WorkTotals,
+    MAX_LABELS,
 };
 pub use arenapool_pool::{ArenaPool, ArenaPoolBuilder, BuildError, MapStream};

@@ -99,7 +99,7 @@ pub use self::arena::{live_arenas, Arena};
 pub use self::binding::{current_arena, Binding};
 pub use self::bytes::Bytes;
 pub use self::error::Error;
-pub use self::exposition::write_prometheus;
+pub use self::exposition::{write_prometheus, Metric, MetricKind};
 pub use self::global::ArenaAlloc;
 pub use self::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
 pub use self::install::is_installed;

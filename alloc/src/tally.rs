@@ -202,12 +202,20 @@ fn counts(work: Work, slot: u8) -> &'static Counts {
 /// job.end(arena.returned_total()? - before, started.elapsed());
 /// # Ok::<(), arenapool_alloc::Error>(())
 /// ```
+///
+/// With the feature `tracing`, each tally is also a `tracing` span at level INFO named
+/// `arenapool`, from its start to its end (not entered: work may end on another
+/// thread), with the fields `work` (`phase`, `scope` or `job`), `name` (the label, `""`
+/// without), and, recorded at the end, `returned_bytes`, `give_back_seconds` and
+/// `run_seconds` (start to end).
 #[derive(Debug)]
 #[must_use = "the work counts as ended as soon as its tally is dropped"]
 pub struct Tally {
     work: Work,
     slot: u8,
     ended: bool,
+    #[cfg(feature = "tracing")]
+    span: WorkSpan,
 }
 
 impl Tally {
@@ -219,6 +227,8 @@ impl Tally {
             work,
             slot,
             ended: false,
+            #[cfg(feature = "tracing")]
+            span: WorkSpan::start(work, label),
         }
     }
 
@@ -240,6 +250,44 @@ impl Tally {
             .fetch_add(returned as u64, Ordering::Relaxed);
         let nanos = u64::try_from(give_back_time.as_nanos()).unwrap_or(u64::MAX);
         counts.give_back_nanos.fetch_add(nanos, Ordering::Relaxed);
+        #[cfg(feature = "tracing")]
+        self.span.end(returned, give_back_time);
+    }
+}
+
+/// A piece of work's `tracing` span (see [`Tally`]).
+#[cfg(feature = "tracing")]
+#[derive(Debug)]
+struct WorkSpan {
+    span: tracing::Span,
+    started: std::time::Instant,
+}
+
+#[cfg(feature = "tracing")]
+impl WorkSpan {
+    fn start(work: Work, label: Option<Label>) -> WorkSpan {
+        use tracing::field::Empty;
+        let name = label.map_or("", Label::name);
+        let span = tracing::info_span!(
+            "arenapool",
+            work = work.name(),
+            name,
+            returned_bytes = Empty,
+            give_back_seconds = Empty,
+            run_seconds = Empty
+        );
+        WorkSpan {
+            span,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn end(&self, returned: usize, give_back_time: Duration) {
+        self.span.record("returned_bytes", returned as u64);
+        self.span
+            .record("give_back_seconds", give_back_time.as_secs_f64());
+        self.span
+            .record("run_seconds", self.started.elapsed().as_secs_f64());
     }
 }
 
