@@ -73,6 +73,7 @@ impl Stats {
     /// | `arenapool_arena_{resident,active,dirty,muzzy,huge_page_resident}_bytes` | gauge | `kind`: `pool`, `phase`, `scope`, `raw`, `idle`, `automatic` |
     /// | `arenapool_returned_bytes_total` | counter | |
     /// | `arenapool_give_backs_failed_total` | counter | |
+    /// | `arenapool_purges_skipped_total`, `arenapool_purge_waits_given_up_total` | counter | |
     /// | `arenapool_arenas_created_total`, `arenapool_arenas_recycled_total` | counter | |
     /// | `arenapool_work_{started,ended}_total` | counter | `work`: `phase`, `scope`, `job`; `name`: the [`Label`](crate::Label), `""` for unlabelled work |
     /// | `arenapool_work_returned_bytes_total`, `arenapool_work_give_back_seconds_total` | counter | as above |
@@ -170,7 +171,7 @@ impl Stats {
                     .collect(),
             });
         }
-        let counters: [Family<Stats>; 4] = [
+        let counters: [Family<Stats>; 6] = [
             (
                 "arenapool_returned_bytes_total",
                 "Bytes all arenas have given back to the OS.",
@@ -180,6 +181,16 @@ impl Stats {
                 "arenapool_give_backs_failed_total",
                 "Attempts to give pages back that failed.",
                 |s| s.give_backs_failed as f64,
+            ),
+            (
+                "arenapool_purges_skipped_total",
+                "Purges jemalloc skipped in a free into an idle arena, made up for.",
+                |s| s.purges_skipped as f64,
+            ),
+            (
+                "arenapool_purge_waits_given_up_total",
+                "Waits for a purge under way that gave up, leaving pages resident.",
+                |s| s.purge_waits_given_up as f64,
             ),
             (
                 "arenapool_arenas_created_total",

@@ -95,6 +95,14 @@ pub struct Stats {
     /// Attempts to give pages back that failed so far (control calls jemalloc
     /// refused, ranges the kernel refused to take back). Usually 0.
     pub give_backs_failed: u64,
+    /// Purges jemalloc skipped inside a free into an idle arena of this crate's,
+    /// because another purge of it was under way, and that this crate made up for (a
+    /// wait for that purge, then its own; see docs/design.md).
+    pub purges_skipped: u64,
+    /// Waits for a purge under way that gave up (after 10 s; 50 ms for an arena a
+    /// child inherited from its parent): their pages stay resident until the arena's
+    /// next purge. Usually 0.
+    pub purge_waits_given_up: u64,
     /// Arenas this crate has created.
     pub arenas_created: u64,
     /// Arenas taken off the free list for reuse, rather than created.
@@ -146,7 +154,7 @@ impl Stats {
 /// arenas of each kind hold (pool workers', phases', scopes', `RawAlloc`'s, idle ones
 /// and jemalloc's own), and the running totals since the process started (work begun
 /// and ended, bytes given back and the time that took, failures, arenas created and
-/// recycled). For a service's scrape handler;
+/// recycled, purges skipped). For a service's scrape handler;
 /// [`write_prometheus`](crate::write_prometheus) writes it in Prometheus' text format.
 ///
 /// jemalloc's figures and those of each arena come from one refresh of jemalloc's
@@ -208,6 +216,8 @@ pub fn stats() -> Stats {
     stats.rss = memory::rss();
     stats.arenas_created = table::created() as u64;
     stats.arenas_recycled = tally::arenas_recycled();
+    stats.purges_skipped = tally::purges_skipped();
+    stats.purge_waits_given_up = tally::purge_waits_given_up();
     stats.phases = tally::totals(Work::Phase, None);
     stats.scopes = tally::totals(Work::Scope, None);
     stats.jobs = tally::totals(Work::Job, None);

@@ -311,6 +311,32 @@ pub(crate) fn totals(work: Work, label: Option<Label>) -> WorkTotals {
     }
 }
 
+/// Purges jemalloc skipped inside a free into an idle arena (another was under way),
+/// made up for by a purge of this crate's; and waits for a purge under way that gave up.
+static SKIPPED: AtomicU64 = AtomicU64::new(0);
+static GAVE_UP: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a purge jemalloc skipped inside a free, which this crate makes up for.
+pub(crate) fn purge_skipped() {
+    SKIPPED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Purges jemalloc skipped inside a free so far.
+pub(crate) fn purges_skipped() -> u64 {
+    SKIPPED.load(Ordering::Relaxed)
+}
+
+/// Counts a wait for a purge under way that gave up, leaving pages for the arena's
+/// next purge.
+pub(crate) fn purge_wait_given_up() {
+    GAVE_UP.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Waits for a purge under way that gave up so far.
+pub(crate) fn purge_waits_given_up() -> u64 {
+    GAVE_UP.load(Ordering::Relaxed)
+}
+
 /// Arenas taken off the free list for reuse, rather than created.
 static RECYCLED: AtomicU64 = AtomicU64::new(0);
 
