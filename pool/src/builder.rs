@@ -151,9 +151,11 @@ impl ArenaPoolBuilder {
     ///
     /// let queries = Label::new("query")?;
     /// let pool = arenapool_pool::ArenaPool::builder().num_threads(2).label(queries).build()?;
-    /// pool.run(|| drop(vec![1u8; 8 << 20]));
+    /// pool.run(|| drop((0..8).map(|_| vec![1u8; 1 << 20]).collect::<Vec<_>>()));
     /// let stats = arenapool_alloc::stats();
-    /// assert!(stats.label_totals(queries, Work::Job).ended >= 1);
+    /// let jobs = stats.label_totals(queries, Work::Job);
+    /// assert_eq!(jobs.ended, 1);
+    /// assert!(jobs.returned >= 6 << 20, "{jobs:?}"); // what the job's end gave back
     /// assert!(stats.pool.arenas >= 2); // the workers' arenas
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
