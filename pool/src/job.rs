@@ -19,6 +19,10 @@
 //! arenas of workers that did nothing stand by (see `arenapool_alloc`'s
 //! `Arena::retain_freed_on_use`), which costs a few loads and no control call, so a job
 //! of a few tasks on a wide pool pays for the workers it used.
+//!
+//! Each job counts in `arenapool_alloc::stats`' running totals (a `Tally`, under the
+//! pool's [`label`](crate::ArenaPoolBuilder::label)), with what the last end gave back:
+//! the pool's arenas' counts read before and after it, a load per arena.
 
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
