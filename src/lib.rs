@@ -2,6 +2,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs, missing_debug_implementations)]
 
+#[cfg(feature = "metrics")]
+mod metrics;
+#[cfg(feature = "metrics")]
+pub use self::metrics::record_metrics;
+
 pub use arenapool_alloc::{
     current_arena, enter_phase, flush_thread_cache, huge_page_rss, huge_pages, idle_return,
     is_installed, live_arenas, memory, peak_rss, phase, phase_is_open, phase_report,
@@ -9,5 +14,9 @@ pub use arenapool_alloc::{
     set_trim_after_phase, thread_cache_worst_case, trim, try_enter_phase, try_phase,
     try_with_arena, with_arena, with_arena_report, Arena, ArenaAlloc, Binding, Bytes, Error,
     Memory, PhaseGuard, RawAlloc, Report, ReportingPhase, HUGE_PAGES_ENV, IDLE_RETURN_ENV,
+};
+pub use arenapool_alloc::{
+    stats, write_prometheus, Held, Label, Metric, MetricKind, Stats, Tally, Work, WorkTotals,
+    MAX_LABELS,
 };
 pub use arenapool_pool::{ArenaPool, ArenaPoolBuilder, BuildError, MapStream};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::binding::Binding;
 use crate::install::ensure_bindable;
 use crate::recycler::{self, Decay, Slot};
+use crate::table::{self, Use};
 use crate::{ctl, hooks, purge, Error};
 
 /// A jemalloc arena that threads can be bound to, and whose free pages can be given
@@ -87,6 +88,13 @@ impl Arena {
     /// jemalloc's index of this arena (as in `arena.<i>.*` controls).
     pub fn index(&self) -> u32 {
         self.slot.index()
+    }
+
+    /// Counts this arena among the arenas of thread pools' workers
+    /// ([`Stats::pool`](crate::Stats)) until it is dropped, rather than among scopes'.
+    /// `ArenaPool` marks its workers' arenas; a thread pool of one's own marks its own.
+    pub fn mark_pool_worker(&self) {
+        table::arena(self.index()).set_serves(Use::Pool);
     }
 
     /// Whether this arena's memory uses huge pages: asked for

@@ -184,8 +184,10 @@ struct Mibs {
     arena_muzzy_decay_ms: Mib<3>,
     arena_dirty_purged: Mib<4>,
     arena_muzzy_purged: Mib<4>,
+    arena_resident: Mib<4>,
     arena_pactive: Mib<4>,
     arena_pdirty: Mib<4>,
+    arena_pmuzzy: Mib<4>,
     allocated: Mib<2>,
     active: Mib<2>,
     resident: Mib<2>,
@@ -235,8 +237,10 @@ impl Mibs {
             arena_muzzy_decay_ms: Mib::lookup(c"arena.0.muzzy_decay_ms")?,
             arena_dirty_purged: Mib::lookup(c"stats.arenas.0.dirty_purged")?,
             arena_muzzy_purged: Mib::lookup(c"stats.arenas.0.muzzy_purged")?,
+            arena_resident: Mib::lookup(c"stats.arenas.0.resident")?,
             arena_pactive: Mib::lookup(c"stats.arenas.0.pactive")?,
             arena_pdirty: Mib::lookup(c"stats.arenas.0.pdirty")?,
+            arena_pmuzzy: Mib::lookup(c"stats.arenas.0.pmuzzy")?,
             allocated: Mib::lookup(c"stats.allocated")?,
             active: Mib::lookup(c"stats.active")?,
             resident: Mib::lookup(c"stats.resident")?,
@@ -602,18 +606,35 @@ pub(crate) fn arena_purged_bytes(index: u32) -> CtlResult<usize> {
         .saturating_mul(m.page))
 }
 
-/// Bytes in arena `index`'s pages that hold live blocks (its active pages), and in its
-/// free pages not given back (its dirty pages), as of the last [`refresh_stats`].
-pub(crate) fn arena_active_and_dirty(index: u32) -> CtlResult<(usize, usize)> {
+/// One arena's figures, in bytes, as of the last [`refresh_stats`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ArenaFigures {
+    /// Resident: its active, dirty and muzzy pages, and its metadata's resident pages
+    /// (arena 0's metadata is jemalloc's global one).
+    pub(crate) resident: usize,
+    /// In pages that hold live allocations.
+    pub(crate) active: usize,
+    /// In freed pages not yet given back.
+    pub(crate) dirty: usize,
+    /// In pages purged lazily (resident until the kernel needs them).
+    pub(crate) muzzy: usize,
+}
+
+/// Arena `index`'s figures as of the last [`refresh_stats`]; an error (`ENOENT`) for an
+/// index with no arena (an automatic one no thread has used yet). Every arena's figures
+/// come from the same refresh, so they add up to [`totals`]: the sum of the arenas'
+/// `resident` is jemalloc's.
+pub(crate) fn arena_figures(index: u32) -> CtlResult<ArenaFigures> {
     let m = mibs()?;
-    // SAFETY: `stats.arenas.<i>.{pactive,pdirty}` are `size_t`.
-    let (active, dirty) = unsafe {
-        (
-            m.arena_pactive.at(2, index).read::<usize>()?,
-            m.arena_pdirty.at(2, index).read::<usize>()?,
-        )
-    };
-    Ok((active.saturating_mul(m.page), dirty.saturating_mul(m.page)))
+    // SAFETY: `stats.arenas.<i>.{resident,pactive,pdirty,pmuzzy}` are `size_t`.
+    unsafe {
+        Ok(ArenaFigures {
+            resident: m.arena_resident.at(2, index).read::<usize>()?,
+            active: m.arena_pactive.at(2, index).read::<usize>()? * m.page,
+            dirty: m.arena_pdirty.at(2, index).read::<usize>()? * m.page,
+            muzzy: m.arena_pmuzzy.at(2, index).read::<usize>()? * m.page,
+        })
+    }
 }
 
 /// jemalloc's process-wide totals, as of the last [`refresh_stats`].

@@ -124,13 +124,9 @@ pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
 }
 
 /// Gives arena `index` (one of this crate's) the dirty decay time jemalloc gives its own
-/// arenas (10 s unless configured), for good, so that it behaves as they do (and
-/// [`crate::idle`] gives its free pages back when the process is idle, as theirs).
+/// arenas (10 s unless configured), so that it behaves as they do.
 pub(crate) fn decay_as_jemalloc(index: u32) -> CtlResult<()> {
     let _locked = purge::lock(index);
-    table::arena(index)
-        .as_jemalloc
-        .store(true, Ordering::Relaxed);
     ctl::arena_set_decay(index, Pages::Dirty, ctl::default_dirty_decay_ms()?)
 }
 

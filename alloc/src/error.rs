@@ -21,6 +21,7 @@ enum ErrorKind {
     ArenaLimit { live: usize },
     ThresholdTooSmall { asked: usize, smallest: usize },
     ProcessMadvise { batch: usize },
+    TooManyLabels { name: String, max: usize },
     Ctl(CtlError),
 }
 
@@ -47,6 +48,21 @@ impl Error {
         Error {
             kind: ErrorKind::ProcessMadvise { batch },
         }
+    }
+
+    pub(crate) fn too_many_labels(name: &str, max: usize) -> Self {
+        Error {
+            kind: ErrorKind::TooManyLabels {
+                name: name.to_string(),
+                max,
+            },
+        }
+    }
+
+    /// True when a new [`Label`](crate::Label) was asked for with every one of the
+    /// [`MAX_LABELS`](crate::MAX_LABELS) taken.
+    pub fn is_too_many_labels(&self) -> bool {
+        matches!(self.kind, ErrorKind::TooManyLabels { .. })
     }
 
     pub(crate) fn threshold_too_small(asked: usize, smallest: usize) -> Self {
@@ -131,6 +147,12 @@ impl fmt::Display for Error {
                  it never sees, and huge pages would be counted wrong): remove the option from \
                  `_RJEM_MALLOC_CONF` (or from the configuration compiled into the binary), or \
                  set it to 0, to use arenapool's arenas"
+            ),
+            ErrorKind::TooManyLabels { name, max } => write!(
+                f,
+                "no label `{name}`: the process has its {max} labels already, the most \
+                 `arenapool::stats` keeps totals for; label by kind of work (\"ingest\", \
+                 \"query\"), not by request or item, and reuse each `Label`"
             ),
             ErrorKind::ThresholdTooSmall { asked, smallest } => write!(
                 f,

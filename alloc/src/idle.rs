@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
+use crate::table::Use;
 use crate::{ctl, fork, purge, table};
 
 /// The environment variable that sets the default of [`set_idle_return`].
@@ -260,7 +261,7 @@ fn give_back() {
         let arena = table::arena(index);
         table::is_ours(index)
             && !table::is_stuck(index)
-            && (arena.as_jemalloc.load(Ordering::Relaxed)
+            && (arena.serves() == Use::Raw
                 // An arena that stands by would take a purge for its worker's work.
                 || (arena.idle.load(Ordering::Relaxed)
                     && !arena.standing_by.load(Ordering::Relaxed)))

@@ -30,6 +30,8 @@
 //! - [`Arena`]: a recycled arena to [`enter`](Arena::enter), [`bind`](Arena::bind) and
 //!   [`purge`](Arena::purge) by hand; thread pools build on it.
 //! - [`memory`], [`rss`], [`trim`]: what the process holds, and giving back everything.
+//! - [`stats`], [`write_prometheus`]: what the allocator holds by kind of arena, the
+//!   running totals of what work gave back (by [`Label`]), for a service to export.
 //!
 //! Linux only for RSS figures (read from `/proc`); the arenas work wherever jemalloc does.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -39,12 +41,13 @@
 // (`tests/floors.rs` checks it; docs/design.md has the map).
 // 1. the ground: fault injection for tests, jemalloc's control interface, bytes,
 //    errors, the fork gate and its locks, the huge-page setting, the check that
-//    jemalloc is installed;
+//    jemalloc is installed, the running totals and labels;
 // 2. the map of the address space and the table of per-arena state;
 // 3. the extent hooks (what jemalloc calls);
 // 4. the purge mechanism, then the decay policy (keep, give back, stand by) and the
 //    return of memory freed outside our work while the process is idle;
-// 5. memory figures, the recycler of arenas, per-CPU sets of them;
+// 5. memory figures, the recycler of arenas, the statistics snapshot and its
+//    exposition, per-CPU sets of them;
 // 6. bindings, `Arena`, reports, the allocator's routing;
 // 7. phases (and the bound on what their arenas keep) and scopes;
 // 8. the global allocator and `RawAlloc`.
@@ -60,6 +63,7 @@ mod error;
 mod fork;
 mod huge;
 mod install;
+mod tally;
 
 mod map;
 mod table;
@@ -73,6 +77,10 @@ mod idle;
 
 mod memory;
 mod recycler;
+
+mod stats;
+
+mod exposition;
 
 mod percpu;
 
@@ -94,6 +102,7 @@ pub use self::arena::{live_arenas, Arena};
 pub use self::binding::{current_arena, Binding};
 pub use self::bytes::Bytes;
 pub use self::error::Error;
+pub use self::exposition::{write_prometheus, Metric, MetricKind};
 pub use self::global::ArenaAlloc;
 pub use self::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
 pub use self::idle::{idle_return, set_idle_return, IDLE_RETURN_ENV};
@@ -109,6 +118,8 @@ pub use self::phase::{
 pub use self::raw::RawAlloc;
 pub use self::report::Report;
 pub use self::scope::{try_with_arena, with_arena, with_arena_report};
+pub use self::stats::{stats, Held, Stats};
+pub use self::tally::{Label, Tally, Work, WorkTotals, MAX_LABELS};
 
 // The README's examples run as doctests.
 #[cfg(doctest)]

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::ctl::CtlResult;
 use crate::fork::Lock;
+use crate::table::Use;
 use crate::{recycler, Error};
 
 /// The most arenas a set has: CPUs beyond share them.
@@ -32,10 +33,15 @@ impl PerCpu {
     }
 
     /// Makes the set, once: an arena per CPU the system has, with huge pages if `huge`,
-    /// each set up by `setup`.
+    /// serving `serves`, each set up by `setup`.
     /// If jemalloc's limit of arenas is reached on the way, the set is the arenas made
     /// so far, or the error if there are none.
-    pub(crate) fn make(&self, huge: bool, setup: fn(u32) -> CtlResult<()>) -> Result<(), Error> {
+    pub(crate) fn make(
+        &self,
+        huge: bool,
+        serves: Use,
+        setup: fn(u32) -> CtlResult<()>,
+    ) -> Result<(), Error> {
         if self.len.load(Ordering::Acquire) > 0 {
             return Ok(());
         }
@@ -46,7 +52,7 @@ impl PerCpu {
         let mut made = 0;
         let mut failed = None;
         for slot in &self.indices[..cpus()] {
-            match recycler::acquire_for_life(huge).and_then(|i| Ok(setup(i).map(|()| i)?)) {
+            match recycler::acquire_for_life(huge, serves).and_then(|i| Ok(setup(i).map(|()| i)?)) {
                 Ok(index) => {
                     slot.store(index, Ordering::Relaxed);
                     made += 1;

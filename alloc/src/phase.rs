@@ -18,13 +18,15 @@
 //! [`set_trim_after_phase`] turned that off.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::ctl::{self, ARENAS_ALL};
 use crate::fork::{self, Lock, LockGuard};
 use crate::install::ensure_routable;
 use crate::report::{self, Report};
 use crate::route::{self, FLOOR, PHASE_ARENAS as ARENAS};
+use crate::table::Use;
+use crate::tally::{Label, Tally, Work};
 use crate::{decay, huge, memory, purge, table, Error};
 
 /// The threshold set by [`set_phase_threshold`]; 0 for the default.
@@ -131,6 +133,8 @@ pub struct PhaseGuard {
     /// The fork generation it was opened in (see [`crate::fork`]): in a child made by
     /// `fork` after it opened, its phase is not open, and dropping it ends nothing.
     generation: u32,
+    /// The phase in the running totals of [`stats`](crate::stats), if it opened.
+    tally: Option<Tally>,
 }
 
 impl PhaseGuard {
@@ -146,7 +150,10 @@ impl PhaseGuard {
 impl Drop for PhaseGuard {
     fn drop(&mut self) {
         if self.is_open() {
-            end();
+            let (returned, give_back_time) = end();
+            if let Some(tally) = self.tally.take() {
+                tally.end(returned, give_back_time);
+            }
         }
     }
 }
@@ -172,11 +179,16 @@ impl Drop for PhaseGuard {
 /// assert_eq!(results.len(), 100);
 /// ```
 pub fn enter_phase() -> PhaseGuard {
-    try_enter_phase().unwrap_or_else(|e| {
+    enter(None)
+}
+
+fn enter(label: Option<Label>) -> PhaseGuard {
+    try_enter(label).unwrap_or_else(|e| {
         e.warn_once();
         PhaseGuard {
             open: false,
             generation: fork::generation(),
+            tally: None,
         }
     })
 }
@@ -189,12 +201,49 @@ pub fn enter_phase() -> PhaseGuard {
 /// ([`Error::is_not_installed`]), or jemalloc's limit on arenas was reached before the
 /// phase arenas could be made ([`Error::is_arena_limit`]). No phase is open.
 pub fn try_enter_phase() -> Result<PhaseGuard, Error> {
+    try_enter(None)
+}
+
+fn try_enter(label: Option<Label>) -> Result<PhaseGuard, Error> {
     ensure_routable()?;
     let generation = begin()?;
     Ok(PhaseGuard {
         open: true,
         generation,
+        tally: Some(Tally::start(Work::Phase, label)),
     })
+}
+
+/// Phases under a label: their totals in [`stats`](crate::stats) are the label's.
+impl Label {
+    /// [`phase`] under this label.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+    /// let ingest = arenapool_alloc::Label::new("ingest")?;
+    /// let n = ingest.phase(|| vec![0u8; 4 << 20].len());
+    /// assert_eq!(n, 4 << 20);
+    /// # Ok::<(), arenapool_alloc::Error>(())
+    /// ```
+    pub fn phase<R>(self, f: impl FnOnce() -> R) -> R {
+        let _phase = self.enter_phase();
+        f()
+    }
+
+    /// [`enter_phase`] under this label.
+    pub fn enter_phase(self) -> PhaseGuard {
+        enter(Some(self))
+    }
+
+    /// [`try_enter_phase`] under this label.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_enter_phase`].
+    pub fn try_enter_phase(self) -> Result<PhaseGuard, Error> {
+        try_enter(Some(self))
+    }
 }
 
 /// Runs `f` in a phase: while it runs, the large allocations of every thread of the
@@ -371,10 +420,7 @@ fn begin() -> Result<u32, Error> {
     let mut open = open_count();
     if *open == 0 {
         fork::on_child(after_fork_in_child);
-        ARENAS.make(huge::default_setting(), |index| {
-            table::arena(index).phase.store(true, Ordering::Relaxed);
-            Ok(())
-        })?;
+        ARENAS.make(huge::default_setting(), Use::Phase, |_| Ok(()))?;
         if let Err(e) = ARENAS.indices().try_for_each(decay::keep_freed) {
             // No phase opens: none of the arenas may keep what is freed in them.
             for index in ARENAS.indices() {
@@ -392,12 +438,16 @@ fn begin() -> Result<u32, Error> {
 
 /// Ends a phase: the last one stops routing, then gives every free page of the phase
 /// arenas back (and from then on each page freed in them), then trims the others.
-fn end() {
+/// Returns what the phase arenas gave back meanwhile and the time it took (nothing,
+/// but for the last one).
+fn end() -> (usize, Duration) {
     let mut open = open_count();
     *open = open.saturating_sub(1);
     if *open > 0 {
-        return;
+        return (0, Duration::ZERO);
     }
+    let started = Instant::now();
+    let returned_before = report::returned_by(ARENAS.indices());
     route::close();
     // Small objects this thread freed go back to their arenas before those are purged.
     // No call here can fail for arenas that exist; if one did, the cost is pages left
@@ -413,6 +463,8 @@ fn end() {
             let _ = purge::purge(index);
         }
     }
+    let returned = report::returned_by(ARENAS.indices()).saturating_sub(returned_before);
+    (returned, started.elapsed())
 }
 
 /// The process's arenas that are not this crate's: jemalloc's automatic ones and its

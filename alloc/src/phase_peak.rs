@@ -24,6 +24,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::route::PHASE_ARENAS;
+use crate::table::Use;
 use crate::{ctl, map, purge, table};
 
 /// How many bytes freed into the phase arenas make a look at what they hold.
@@ -51,7 +52,7 @@ static LOOKING: AtomicBool = AtomicBool::new(false);
 pub(crate) fn kept(ptr: *const u8) -> bool {
     map::arena_of(ptr as usize).is_some_and(|index| {
         let arena = table::arena(index);
-        arena.phase.load(Ordering::Relaxed) && !arena.idle.load(Ordering::Relaxed)
+        arena.serves() == Use::Phase && !arena.idle.load(Ordering::Relaxed)
     })
 }
 
@@ -82,8 +83,8 @@ fn look() {
                 .filter(|&i| !table::arena(i).idle.load(Ordering::Relaxed))
         };
         let (live, free) = keeping()
-            .filter_map(|i| ctl::arena_active_and_dirty(i).ok())
-            .fold((0, 0), |(live, free), (a, d)| (live + a, free + d));
+            .filter_map(|i| ctl::arena_figures(i).ok())
+            .fold((0, 0), |(live, free), a| (live + a.active, free + a.dirty));
         if free > bound(live) {
             for index in keeping() {
                 let _ = purge::purge(index);

@@ -42,7 +42,7 @@ use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult, ARENAS_ALL};
 use crate::fork::{self, Lock, LockGuard};
-use crate::{hooks, map, table};
+use crate::{hooks, map, table, tally};
 
 /// Arena `index`'s purge lock (in its entry of [`crate::table`]), held by every purge and
 /// decay change this crate makes to it.
@@ -207,6 +207,7 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
 #[cold]
 #[inline(never)]
 fn purge_skipped(index: u32) {
+    tally::purge_skipped();
     let _locked = lock(index);
     // Work may have taken the arena meanwhile: its end gives the pages back.
     if table::arena(index).idle.load(Ordering::SeqCst) {
@@ -257,6 +258,7 @@ pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<()> {
             return Ok(());
         }
         if started.elapsed() > patience {
+            tally::purge_wait_given_up();
             if inherited {
                 arena.stuck.store(true, Ordering::Relaxed);
             }
@@ -270,6 +272,16 @@ pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<()> {
 mod tests {
     use super::*;
     use crate::recycler;
+
+    /// A free whose purge jemalloc skipped, into an idle arena, counts as skipped.
+    #[test]
+    fn skipped_purges_are_counted() {
+        let index = recycler::create_arena(false).unwrap();
+        crate::decay::return_freed(index).unwrap();
+        let before = tally::purges_skipped();
+        purge_skipped(index);
+        assert_eq!(tally::purges_skipped(), before + 1);
+    }
 
     /// Arenas created after the last refresh, too few to be an eighth of them all, find
     /// their counters within a bounded number of look-ups.

@@ -8,6 +8,7 @@ use tikv_jemalloc_sys as ffi;
 
 use crate::percpu::PerCpu;
 use crate::route::{self, FLOOR};
+use crate::table::Use;
 use crate::{binding, decay, idle, map, phase_peak, purge};
 
 /// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
@@ -186,6 +187,8 @@ fn general_arena() -> Option<u32> {
     }
     // No huge pages: these arenas decay as jemalloc's do, in pieces while work runs,
     // which would break huge pages up over and over.
-    ARENAS.make(false, decay::decay_as_jemalloc).ok()?;
+    ARENAS
+        .make(false, Use::Raw, decay::decay_as_jemalloc)
+        .ok()?;
     ARENAS.pick()
 }

@@ -26,7 +26,8 @@
 
 use crate::ctl::{self, CtlResult, Pages, ARENAS_ALL, ARENA_LIMIT};
 use crate::fork::{Lock, LockGuard};
-use crate::{decay, hooks, purge, table, Error};
+use crate::table::{self, Use};
+use crate::{decay, hooks, purge, tally, Error};
 
 /// A decay time this crate gives an arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,9 +123,13 @@ pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
         }
     };
     let slot = match recycled {
-        Some(slot) => slot,
+        Some(slot) => {
+            tally::arena_recycled();
+            slot
+        }
         None => create(huge)?,
     };
+    table::arena(slot.index).set_serves(Use::Scope);
     if let Err(e) = slot.set_decay(Decay::Keep) {
         release(slot);
         return Err(e);
@@ -134,8 +139,10 @@ pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
 
 /// Takes an arena as [`acquire`] does, for the rest of the process: it is never
 /// released, and counts as checked out. For the sets of arenas made once per process.
-pub(crate) fn acquire_for_life(huge: bool) -> Result<u32, Error> {
-    acquire(huge).map(|slot| slot.index)
+pub(crate) fn acquire_for_life(huge: bool, serves: Use) -> Result<u32, Error> {
+    let slot = acquire(huge)?;
+    table::arena(slot.index).set_serves(serves);
+    Ok(slot.index)
 }
 
 fn create(huge: bool) -> Result<Slot, Error> {
@@ -195,6 +202,7 @@ pub(crate) fn release(slot: Slot) {
     if slot.set_decay(Decay::Return).is_err() {
         let _ = purge::purge(slot.index);
     }
+    table::arena(slot.index).set_serves(Use::Idle);
     let mut list = free_list();
     let top = list.len;
     list.slots[top] = Some(slot);

@@ -1,6 +1,26 @@
 //! `with_arena` and its twins: run a closure in an arena, give its pages back at the end.
 
-use crate::{Arena, Error, Report};
+use std::time::Instant;
+
+use crate::report::{self, Report};
+use crate::tally::{Tally, Work};
+use crate::{Arena, Error};
+
+/// Runs `f` with the calling thread bound to `arena`, then gives the arena's free pages
+/// back (dropping it), counted as a scope in the running totals of
+/// [`stats`](crate::stats), with what the arena gave back from the start, as a
+/// [`Report`] counts it.
+fn run_in<R>(arena: Arena, f: impl FnOnce() -> R) -> R {
+    let tally = Tally::start(Work::Scope, None);
+    let index = arena.index();
+    let before = report::returned_by([index]);
+    let value = arena.enter(f);
+    let started = Instant::now();
+    drop(arena);
+    let returned = report::returned_by([index]).saturating_sub(before);
+    tally.end(returned, started.elapsed());
+    value
+}
 
 /// Runs `f` with the calling thread's allocations in an arena of their own, then gives
 /// that arena's free pages back to the OS.
@@ -51,7 +71,7 @@ use crate::{Arena, Error, Report};
 /// ```
 pub fn with_arena<R>(f: impl FnOnce() -> R) -> R {
     match Arena::new() {
-        Ok(arena) => arena.enter(f),
+        Ok(arena) => run_in(arena, f),
         Err(e) => {
             e.warn_once();
             f()
@@ -66,7 +86,7 @@ pub fn with_arena<R>(f: impl FnOnce() -> R) -> R {
 /// As [`Arena::new`]: `ArenaAlloc` is not the global allocator, or too many arenas are
 /// alive at once. `f` has not run.
 pub fn try_with_arena<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
-    Ok(Arena::new()?.enter(f))
+    Ok(run_in(Arena::new()?, f))
 }
 
 /// Like [`with_arena`], and also reports RSS before and after, the bytes given back and
@@ -85,21 +105,26 @@ pub fn try_with_arena<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
 /// ```
 pub fn with_arena_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
     match Arena::new() {
-        Ok(arena) => Report::measure(
-            &[&arena],
-            || {
-                let binding = arena.bind();
-                (f(), binding)
-            },
-            |(value, binding)| {
-                // Unbinding flushes the thread's cache into the arena, then its free
-                // pages go back. (Dropping the arena does the latter too, after the
-                // report is made: here it is measured.)
-                drop(binding);
-                let _ = arena.return_freed();
-                value
-            },
-        ),
+        Ok(arena) => {
+            let tally = Tally::start(Work::Scope, None);
+            let (value, report) = Report::measure(
+                &[&arena],
+                || {
+                    let binding = arena.bind();
+                    (f(), binding)
+                },
+                |(value, binding)| {
+                    // Unbinding flushes the thread's cache into the arena, then its free
+                    // pages go back. (Dropping the arena does the latter too, after the
+                    // report is made: here it is measured.)
+                    drop(binding);
+                    let _ = arena.return_freed();
+                    value
+                },
+            );
+            tally.end(report.returned, report.purge_time);
+            (value, report)
+        }
         Err(e) => {
             e.warn_once();
             Report::measure(&[], f, |value| value)

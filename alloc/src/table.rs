@@ -31,6 +31,8 @@ pub(crate) struct ArenaState {
     /// The fork generation it was created in (see [`crate::fork`]): in a child made by
     /// `fork` later, the arena is inherited.
     pub(crate) generation: AtomicU32,
+    /// What it serves now, a [`Use`]: set by its owner as it changes hands.
+    serves: AtomicU8,
 
     // What its extent hooks counted.
     /// Calls of its hooks that gave pages back (or tried to), on any thread.
@@ -65,10 +67,6 @@ pub(crate) struct ArenaState {
     pub(crate) idle: AtomicBool,
     /// It stands by: idle until its worker's first large block or first purge.
     pub(crate) standing_by: AtomicBool,
-    /// It decays as jemalloc's own arenas do (see [`crate::idle`]), for good.
-    pub(crate) as_jemalloc: AtomicBool,
-    /// One of the phase arenas (see [`crate::phase_peak`]), for good.
-    pub(crate) phase: AtomicBool,
 }
 
 impl ArenaState {
@@ -77,6 +75,7 @@ impl ArenaState {
             ours: AtomicBool::new(false),
             huge: AtomicBool::new(false),
             generation: AtomicU32::new(0),
+            serves: AtomicU8::new(Use::Idle as u8),
             give_backs: AtomicU64::new(0),
             bytes_given_back: AtomicU64::new(0),
             give_backs_failed: AtomicU64::new(0),
@@ -91,8 +90,6 @@ impl ArenaState {
             unsure: AtomicBool::new(false),
             idle: AtomicBool::new(false),
             standing_by: AtomicBool::new(false),
-            as_jemalloc: AtomicBool::new(false),
-            phase: AtomicBool::new(false),
         }
     }
 
@@ -106,6 +103,38 @@ impl ArenaState {
     pub(crate) fn has_huge_pages(&self) -> bool {
         self.huge.load(Ordering::Relaxed)
     }
+
+    /// What it serves now.
+    pub(crate) fn serves(&self) -> Use {
+        match self.serves.load(Ordering::Relaxed) {
+            1 => Use::Scope,
+            2 => Use::Pool,
+            3 => Use::Phase,
+            4 => Use::Raw,
+            _ => Use::Idle,
+        }
+    }
+
+    /// Notes what it serves from now on.
+    pub(crate) fn set_serves(&self, serves: Use) {
+        self.serves.store(serves as u8, Ordering::Relaxed);
+    }
+}
+
+/// What one of this crate's arenas serves, for the figures of [`crate::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Use {
+    /// On the free list, waiting for reuse.
+    Idle = 0,
+    /// Checked out: a scope's, or an [`Arena`](crate::Arena) held by hand.
+    Scope = 1,
+    /// A thread pool's worker's (the pool says so).
+    Pool = 2,
+    /// A phase arena.
+    Phase = 3,
+    /// One of [`RawAlloc`](crate::RawAlloc)'s.
+    Raw = 4,
 }
 
 static TABLE: [ArenaState; ARENAS_ALL as usize] =

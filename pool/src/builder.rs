@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arenapool_alloc::Label;
+
 use crate::job::Jobs;
 use crate::workers::Roster;
 use crate::{ArenaPool, BuildError};
@@ -33,6 +35,7 @@ pub struct ArenaPoolBuilder {
     stream_window: Option<usize>,
     keep_warm: Duration,
     huge_pages: Option<bool>,
+    label: Option<Label>,
 }
 
 impl ArenaPoolBuilder {
@@ -137,6 +140,30 @@ impl ArenaPoolBuilder {
         self
     }
 
+    /// The label the pool's jobs count under in
+    /// [`arenapool_alloc::stats`]'s running totals (and in the exposition's `name`).
+    /// Unset, they count as unlabelled jobs. Pools may share a label.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
+    /// use arenapool_alloc::{Label, Work};
+    ///
+    /// let queries = Label::new("query")?;
+    /// let pool = arenapool_pool::ArenaPool::builder().num_threads(2).label(queries).build()?;
+    /// pool.run(|| drop((0..8).map(|_| vec![1u8; 1 << 20]).collect::<Vec<_>>()));
+    /// let stats = arenapool_alloc::stats();
+    /// let jobs = stats.label_totals(queries, Work::Job);
+    /// assert_eq!(jobs.ended, 1);
+    /// assert!(jobs.returned >= 6 << 20, "{jobs:?}"); // what the job's end gave back
+    /// assert!(stats.pool.arenas >= 2); // the workers' arenas
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn label(mut self, label: Label) -> Self {
+        self.label = Some(label);
+        self
+    }
+
     /// Starts the pool's threads, each bound to an arena of its own, and returns once
     /// every one of them is.
     ///
@@ -183,7 +210,7 @@ impl ArenaPoolBuilder {
         let window = self
             .stream_window
             .unwrap_or(2 * threads.current_num_threads());
-        let jobs = Jobs::new(arenas, self.keep_warm).map_err(BuildError::timer)?;
+        let jobs = Jobs::new(arenas, self.keep_warm, self.label).map_err(BuildError::timer)?;
         Ok(ArenaPool::new(threads, roster, jobs, window))
     }
 }
@@ -197,6 +224,7 @@ impl fmt::Debug for ArenaPoolBuilder {
             .field("stream_window", &self.stream_window)
             .field("keep_warm", &self.keep_warm)
             .field("huge_pages", &self.huge_pages)
+            .field("label", &self.label.map(Label::name))
             .finish()
     }
 }

@@ -19,17 +19,23 @@
 //! arenas of workers that did nothing stand by (see `arenapool_alloc`'s
 //! `Arena::retain_freed_on_use`), which costs a few loads and no control call, so a job
 //! of a few tasks on a wide pool pays for the workers it used.
+//!
+//! Each job counts in `arenapool_alloc::stats`' running totals (a `Tally`, under the
+//! pool's [`label`](crate::ArenaPoolBuilder::label)), with what the last end gave back:
+//! the pool's arenas' counts read before and after it, a load per arena.
 
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use arenapool_alloc::Arena;
+use arenapool_alloc::{Arena, Label, Tally, Work};
 
 /// The pool's arenas, the count of running jobs, and the keep-warm timer.
 pub(crate) struct Jobs {
     shared: Arc<Shared>,
+    /// What the pool's jobs count under in `arenapool_alloc::stats`.
+    label: Option<Label>,
     /// The keep-warm timer's thread, if the pool keeps pages warm.
     timer: Option<JoinHandle<()>>,
 }
@@ -101,6 +107,14 @@ impl Shared {
         }
     }
 
+    /// Bytes the arenas have given back so far: a load per arena.
+    fn returned_total(&self) -> usize {
+        self.arenas
+            .iter()
+            .map(|arena| arena.returned_total().unwrap_or(0))
+            .fold(0, usize::saturating_add)
+    }
+
     /// The keep-warm timer: gives the pages back once the pool has been idle for
     /// `keep_warm`, and ends when the pool closes.
     fn run_timer(&self) {
@@ -146,7 +160,11 @@ impl Shared {
 impl Jobs {
     /// Takes the workers' arenas, which start idle and cold: returning freed pages at
     /// once. With a `keep_warm` above zero, starts the timer's thread.
-    pub(crate) fn new(arenas: Vec<Arc<Arena>>, keep_warm: Duration) -> std::io::Result<Self> {
+    pub(crate) fn new(
+        arenas: Vec<Arc<Arena>>,
+        keep_warm: Duration,
+        label: Option<Label>,
+    ) -> std::io::Result<Self> {
         for arena in &arenas {
             // Cannot fail for an existing arena; if it did, the arena would give its
             // pages back only at the first job's end.
@@ -173,7 +191,11 @@ impl Jobs {
                     .spawn(move || timer.run_timer())?,
             )
         };
-        Ok(Jobs { shared, timer })
+        Ok(Jobs {
+            shared,
+            label,
+            timer,
+        })
     }
 
     /// The arenas the pool's workers allocate from.
@@ -188,7 +210,10 @@ impl Jobs {
             self.shared.retain_freed(&state);
         }
         state.running += 1;
-        Job { jobs: self }
+        Job {
+            jobs: self,
+            tally: Some(Tally::start(Work::Job, self.label)),
+        }
     }
 }
 
@@ -225,6 +250,8 @@ impl fmt::Debug for Jobs {
 #[derive(Debug)]
 pub(crate) struct Job<'p> {
     jobs: &'p Jobs,
+    /// The job in the running totals of `arenapool_alloc::stats`.
+    tally: Option<Tally>,
 }
 
 impl Drop for Job<'_> {
@@ -247,7 +274,13 @@ impl Drop for Job<'_> {
             } else {
                 // Under the lock, so a job starting meanwhile finds the arenas cold
                 // and sets them back to keeping pages after this.
+                let started = Instant::now();
+                let before = shared.returned_total();
                 shared.return_freed(&mut state);
+                let returned = shared.returned_total().saturating_sub(before);
+                if let Some(tally) = self.tally.take() {
+                    tally.end(returned, started.elapsed());
+                }
             }
         }
     }
@@ -262,7 +295,7 @@ mod tests {
     #[test]
     fn job_ends_do_not_wake_a_waiting_timer() {
         let arena = Arc::new(Arena::new().expect("an arena"));
-        let jobs = Jobs::new(vec![arena], Duration::from_secs(600)).expect("the timer");
+        let jobs = Jobs::new(vec![arena], Duration::from_secs(600), None).expect("the timer");
         for _ in 0..1_000 {
             drop(jobs.begin());
         }
@@ -281,7 +314,7 @@ mod tests {
         let arenas: Vec<Arc<Arena>> = (0..16)
             .map(|_| Arc::new(Arena::new().expect("an arena")))
             .collect();
-        let jobs = Jobs::new(arenas.clone(), Duration::ZERO).expect("jobs");
+        let jobs = Jobs::new(arenas.clone(), Duration::ZERO, None).expect("jobs");
         let used = |jobs: &Jobs| -> Vec<usize> {
             let state = jobs.shared.state();
             (0..16).filter(|&i| state.used[i]).collect()

@@ -63,6 +63,7 @@ impl Roster {
     pub(crate) fn start_worker(self: &Arc<Self>, index: usize) {
         let (binding, arena) = match Arena::with_huge_pages(self.huge_pages) {
             Ok(arena) => {
+                arena.mark_pool_worker();
                 let arena = Arc::new(arena);
                 (Some(arena.bind_shared()), Ok(arena))
             }

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Callable, Dict, Literal, Optional
 
 from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
@@ -43,6 +43,7 @@ __all__ = [
     "phase_is_open",
     "rss",
     "set_threshold",
+    "stats",
     "threshold",
     "trim",
     "uninstall",
@@ -155,6 +156,42 @@ def set_threshold(nbytes: Optional[int]) -> None:
                 f"{nbytes}. To stop the hooks taking blocks, call arenapool.uninstall()"
             )
     _arenapool.set_threshold(nbytes)
+
+
+def stats() -> Dict[str, float]:
+    """A snapshot of what the allocator holds and what work gave back, under the names
+    of arenapool's Prometheus metrics: ``name`` for a metric with one series,
+    ``name{label="value",...}`` (labels in alphabetical order) for each series of the
+    others. Among them:
+
+    - ``arenapool_jemalloc_{allocated,active,metadata,resident,mapped,retained,dirty,muzzy}_bytes``:
+      what arenapool's allocator holds, for the whole process;
+    - ``arenapool_arena_resident_bytes{kind="..."}`` (and ``active``, ``dirty``,
+      ``muzzy``, ``huge_page_resident``): what its arenas of each kind hold: ``phase``,
+      ``idle``, ``automatic`` (the allocator's own), ``pool``, ``scope``, ``raw`` (the
+      hooks' outside phases);
+    - ``arenapool_work_ended_total{name="",work="phase"}``,
+      ``arenapool_work_returned_bytes_total{...}``, ``arenapool_returned_bytes_total``:
+      running totals since the process started.
+
+    One snapshot costs about 50 microseconds with a dozen arenas, more with many. For
+    a Prometheus endpoint, :mod:`arenapool.prometheus` has a ``prometheus_client``
+    collector of the same metrics.
+    """
+    figures: Dict[str, float] = {}
+    for name, _help, _kind, series in _arenapool.metrics():
+        for labels, value in series:
+            if labels:
+                pairs = ",".join(f'{key}="{_escape(labels[key])}"' for key in sorted(labels))
+                figures[f"{name}{{{pairs}}}"] = value
+            else:
+                figures[name] = value
+    return figures
+
+
+def _escape(value: str) -> str:
+    """A label value as Prometheus' text format writes it."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def phase_is_open() -> bool:

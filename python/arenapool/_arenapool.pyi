@@ -2,7 +2,7 @@
 CPython's and numpy's allocators, and memory figures. The public API is the package
 ``arenapool``, which re-exports what users need from here."""
 
-from typing import List, Literal, Optional, final
+from typing import Dict, List, Literal, Optional, Tuple, final
 
 __all__ = [
     "ArenaPoolError",
@@ -12,6 +12,7 @@ __all__ = [
     "memory",
     "rss",
     "trim",
+    "metrics",
     "enter_phase",
     "phase_is_open",
     "phase_threshold",
@@ -115,6 +116,11 @@ def rss() -> int:
 def trim() -> int:
     """Gives every free page of the allocator's arenas back to the OS; returns the
     bytes given back."""
+
+def metrics() -> List[Tuple[str, str, str, List[Tuple[Dict[str, str], float]]]]:
+    """A snapshot of the allocator as its metrics: for each, its name (``arenapool_*``,
+    with its unit), its help, its type (``gauge`` or ``counter``) and its series, each
+    its labels (name to value) and value."""
 
 def enter_phase() -> OpenPhase:
     """Opens a process-wide phase; ``ArenaPoolError`` if none can be opened."""

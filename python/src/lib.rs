@@ -12,6 +12,7 @@ mod numpy_handler;
 mod phase;
 mod raw_hook;
 mod route;
+mod stats;
 mod wrapped;
 
 // The extension's own Rust allocations go through the allocator too, and phases need
@@ -31,6 +32,7 @@ fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(figures::memory, m)?)?;
     m.add_function(wrap_pyfunction!(figures::rss, m)?)?;
     m.add_function(wrap_pyfunction!(figures::trim, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::metrics, m)?)?;
     m.add_function(wrap_pyfunction!(phase::enter_phase, m)?)?;
     m.add_function(wrap_pyfunction!(phase::phase_is_open, m)?)?;
     m.add_function(wrap_pyfunction!(phase::phase_threshold, m)?)?;
