@@ -31,11 +31,14 @@ from typing import Any, Callable, Literal, Optional
 
 from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
+from ._breakdown import Breakdown, breakdown
 
 __all__ = [
     "ArenaPoolError",
+    "Breakdown",
     "Memory",
     "Report",
+    "breakdown",
     "install",
     "installed",
     "memory",
