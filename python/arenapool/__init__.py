@@ -27,16 +27,19 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Callable, List, Literal, Optional
 
-from . import _arenapool
+from . import _arenapool, _release
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
+from ._holders import Release
+from ._release import recent_releases, release_others, set_release, use_arrow_jemalloc
 from ._breakdown import Breakdown, breakdown
 
 __all__ = [
     "ArenaPoolError",
     "Breakdown",
     "Memory",
+    "Release",
     "Report",
     "breakdown",
     "install",
@@ -44,11 +47,15 @@ __all__ = [
     "memory",
     "phase",
     "phase_is_open",
+    "recent_releases",
+    "release_others",
     "rss",
+    "set_release",
     "set_threshold",
     "threshold",
     "trim",
     "uninstall",
+    "use_arrow_jemalloc",
 ]
 
 __version__ = "0.1.0"
@@ -180,6 +187,13 @@ class phase(contextlib.ContextDecorator):
             results = run_everything()
         print(p.report)       # ran 5.1s, gave back 1.4 GiB in 60ms; RSS ...
 
+    When the last open phase ends, the process's other allocators give back their free
+    memory too, each if it holds enough: glibc's heaps (``malloc_trim(0)``) and Arrow's
+    pools if pyarrow is imported (``release_unused()``); :attr:`released` says what
+    each gave back and how long it took, and :func:`set_release` switches them. Until
+    the next phase opens, a watcher thread does the same every second for what the
+    program drops later.
+
     As a decorator, ``@arenapool.phase()`` and ``@arenapool.phase`` are the same: each
     call of the function is a phase of its own.
 
@@ -189,6 +203,7 @@ class phase(contextlib.ContextDecorator):
     """
 
     report: Optional[Report]
+    released: List[Release]
     _open: Optional[_arenapool.OpenPhase]
 
     def __new__(cls, function: Optional[Callable[..., Any]] = None) -> Any:
@@ -203,6 +218,7 @@ class phase(contextlib.ContextDecorator):
 
     def __init__(self, function: None = None) -> None:
         self.report = None
+        self.released = []
         self._open = None
 
     def _recreate_cm(self) -> "phase":
@@ -229,6 +245,9 @@ class phase(contextlib.ContextDecorator):
                 "or use it as `with arenapool.phase():`"
             )
         self.report = opened.end()
+        if not _arenapool.phase_is_open():
+            self.released = release_others()
+            _release.start_watcher()
         return False
 
     def __repr__(self) -> str:
