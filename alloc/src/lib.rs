@@ -38,7 +38,7 @@
 // The floors, from the ground up: each module uses only modules declared above it
 // (`tests/floors.rs` checks it; docs/design.md has the map).
 // 1. the ground: fault injection for tests, jemalloc's control interface, bytes,
-//    errors, the fork gate and its locks, the huge-page setting, the check that
+//    the C library's heaps, errors, the fork gate and its locks, the huge-page setting, the check that
 //    jemalloc is installed;
 // 2. the map of the address space and the table of per-arena state;
 // 3. the extent hooks (what jemalloc calls);
@@ -53,6 +53,7 @@ pub mod faults;
 mod faults;
 
 mod bytes;
+mod c_heap;
 mod ctl;
 
 mod error;
@@ -90,6 +91,7 @@ mod raw;
 pub use self::arena::{live_arenas, Arena};
 pub use self::binding::{current_arena, Binding};
 pub use self::bytes::Bytes;
+pub use self::c_heap::{c_heap, set_trim_c_heap_after_phase, CHeap};
 pub use self::error::Error;
 pub use self::global::ArenaAlloc;
 pub use self::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
