@@ -95,7 +95,12 @@ class WorkerPhases(WorkerPlugin):
                 self._phase = phase()
                 self._phase.__enter__()
         elif start in _EXECUTING and self._phase is not None and self._ending is None:
-            self._ending = asyncio.get_running_loop().call_later(self.idle, self._end_if_idle)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # outside the worker's event loop: end it now if idle
+                self._end_if_idle()
+                return
+            self._ending = loop.call_later(self.idle, self._end_if_idle)
 
     def _end_if_idle(self) -> None:
         self._ending = None
