@@ -20,8 +20,9 @@ Rows (``--dask-rows``):
   around the work.
 
 Figures: RSS above the start (after the cluster is up and has run one task) with the
-results held and after they are deleted (1 s later, as Dask releases them), and the
-wall time of the work.
+results held and after they are deleted (1 s later, as Dask releases them), the wall
+time of the work, and the CPU time the client's process spent in it (steadier than the
+wall time on a busy machine; for ``pandas``, the process's own).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
         import pandas  # noqa: F401 (its libraries' pages before the start)
 
         start = _rss()
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         if config == "arenapool":
             with arenapool.phase():
                 frame = _frame(0, rows // 4)
@@ -88,11 +89,11 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
         else:
             frame = _frame(0, rows // 4)
             result = frame.groupby("k")["v"].sum()
-        wall = time.perf_counter() - began
+        wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         held = _rss()
         del frame, result
         gc.collect()
-        return {"held": (held - start) / _MiB, "after": (_rss() - start) / _MiB, "wall": wall}
+        return {"held": (held - start) / _MiB, "after": (_rss() - start) / _MiB, "wall": wall, "cpu": cpu}
 
     from distributed import Client, LocalCluster
 
@@ -107,7 +108,7 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
                 client.run(_import_pandas)  # their libraries' pages before the start
             on_workers = row in ("workers", "groupby")
             start = _workers_rss(client) if on_workers else _rss()
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.process_time()
             if row == "gather":
                 results = client.gather(client.map(_ones, range(tasks)))
             elif row == "joblib":
@@ -131,13 +132,18 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
                 frame = dd.from_map(_frame, range(parts), rows=rows // parts)
                 results = frame.groupby("k")["v"].sum().compute()
                 del frame
-            wall = time.perf_counter() - began
+            wall, cpu = time.perf_counter() - began, time.process_time() - cpu
             held = _workers_rss(client) if on_workers else _rss()
             del results
             gc.collect()
             time.sleep(1.0)
             after = _workers_rss(client) if on_workers else _rss()
-            figures: Dict[str, Any] = {"held": (held - start) / _MiB, "after": (after - start) / _MiB, "wall": wall}
+            figures: Dict[str, Any] = {
+                "held": (held - start) / _MiB,
+                "after": (after - start) / _MiB,
+                "wall": wall,
+                "cpu": cpu,
+            }
             if row == "groupby":
                 figures["breakdown"] = [
                     {
@@ -172,7 +178,7 @@ def main(
     head(
         f"Dask LocalCluster, 2 worker processes of 1 thread; {tasks} tasks of np.ones(50000), "
         f"groupby of {rows} rows; {runs} fresh processes each; MiB above the start, wall time in s",
-        ["row", "configuration", "held", "after del", "wall"],
+        ["row", "configuration", "held", "after del", "wall", "client CPU"],
     )
     for row in chosen:
         for config in configs:
@@ -184,7 +190,8 @@ def main(
                 )
                 figures.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(f"| {row} | {config} | {cell([f['held'] for f in figures])} | {cell([f['after'] for f in figures])}"
-                  f" | {cell([f['wall'] for f in figures], 2)} |", flush=True)
+                  f" | {cell([f['wall'] for f in figures], 2)} | {cell([f['cpu'] for f in figures], 2)} |",
+                  flush=True)
             for f in figures:
                 for worker in f.get("breakdown", []):
                     print("    worker after: " + ", ".join(
