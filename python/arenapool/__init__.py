@@ -246,7 +246,10 @@ class phase(contextlib.ContextDecorator):
             )
         self.report = opened.end()
         if not _arenapool.phase_is_open():
-            self.released = release_others()
+            try:
+                self.released = release_others()
+            except Exception:  # MemoryError, say: the phase has ended all the same
+                pass
             _release.start_watcher()
         return False
 

@@ -137,7 +137,10 @@ def start_watcher() -> None:
     if _watch is None or _watcher_pid == os.getpid():
         return
     _watcher_pid = os.getpid()  # a child made by fork starts its own
-    threading.Thread(target=_watch_loop, name="arenapool-release", daemon=True).start()
+    try:
+        threading.Thread(target=_watch_loop, name="arenapool-release", daemon=True).start()
+    except RuntimeError:  # no thread can start now (an address-space limit): next time
+        _watcher_pid = 0
 
 
 def use_arrow_jemalloc() -> bool:
@@ -170,3 +173,15 @@ def use_arrow_jemalloc() -> bool:
         )
     pa.set_memory_pool(pa.jemalloc_memory_pool())
     return True
+
+
+def _after_fork_in_child() -> None:
+    """In a child made by ``fork``: the watcher is not there, and may have held the lock
+    or the event's when the parent forked; the child gets its own."""
+    global _lock, _wake, _watcher_pid
+    _lock = threading.Lock()
+    _wake = threading.Event()
+    _watcher_pid = 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
