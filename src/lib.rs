@@ -3,11 +3,12 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 pub use arenapool_alloc::{
-    current_arena, enter_phase, flush_thread_cache, huge_page_rss, huge_pages, is_installed,
-    live_arenas, memory, peak_rss, phase, phase_is_open, phase_report, phase_threshold,
-    reset_peak_rss, rss, set_huge_pages, set_phase_threshold, set_trim_after_phase,
-    thread_cache_worst_case, trim, try_enter_phase, try_phase, try_with_arena, with_arena,
-    with_arena_report, Arena, ArenaAlloc, Binding, Bytes, Error, Memory, PhaseGuard, RawAlloc,
-    Report, ReportingPhase, HUGE_PAGES_ENV,
+    c_heap, current_arena, enter_phase, flush_thread_cache, huge_page_rss, huge_pages,
+    is_installed, live_arenas, memory, peak_rss, phase, phase_is_open, phase_report,
+    phase_threshold, reset_peak_rss, rss, set_huge_pages, set_phase_threshold,
+    set_trim_after_phase, set_trim_c_heap_after_phase, thread_cache_worst_case, trim,
+    try_enter_phase, try_phase, try_with_arena, with_arena, with_arena_report, Arena, ArenaAlloc,
+    Binding, Bytes, CHeap, Error, Memory, PhaseGuard, RawAlloc, Report, ReportingPhase,
+    HUGE_PAGES_ENV,
 };
 pub use arenapool_pool::{ArenaPool, ArenaPoolBuilder, BuildError, MapStream};
