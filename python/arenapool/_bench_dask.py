@@ -13,8 +13,7 @@ Rows (``--dask-rows``):
   the workers' RSS, added up.
 - ``groupby``: a ``dask.dataframe`` of ``--rows`` rows (8 M) in 8 partitions made on
   the workers, string keys (pandas' ``str``, in Arrow's memory), grouped and summed,
-  the result computed and deleted: the workers' RSS, added up, and each holder's share
-  (:func:`arenapool.breakdown`) after.
+  the result computed and deleted: the workers' RSS, added up.
 - ``pandas``: the same frame and groupby in one process without Dask, a quarter of the
   rows: its RSS. With arenapool: :func:`arenapool.use_arrow_jemalloc`, and a phase
   around the work.
@@ -144,11 +143,12 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
                 "wall": wall,
                 "cpu": cpu,
             }
-            if row == "groupby":
+            if on_workers:
                 figures["breakdown"] = [
                     {
                         "rss": b.rss / _MiB,
                         "arenapool": (b.arenapool_live + b.arenapool_free + b.arenapool_metadata) / _MiB,
+                        "of_which_metadata": b.arenapool_metadata / _MiB,
                         "glibc_in_use": b.glibc.in_use / _MiB if b.glibc else None,
                         "glibc_free": b.glibc.free / _MiB if b.glibc else None,
                         "pymalloc": (b.pymalloc.in_use + b.pymalloc.free) / _MiB if b.pymalloc else None,
