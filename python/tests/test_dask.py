@@ -170,3 +170,34 @@ def test_plugin_pickles_without_its_state_and_checks_idle():
     assert (copy.idle, copy.arrow_jemalloc, copy.phases) == (0.5, False, 0)
     with pytest.raises(ValueError, match="idle"):
         arenapool.dask.WorkerPhases(idle=-1)
+
+
+def test_spilling_goes_on_with_the_plugin():
+    spilled, right, held = run_fresh(
+        """
+        import json
+        import numpy as np
+        import arenapool, arenapool.dask
+        from distributed import Client, LocalCluster, wait
+
+        def filled(i):
+            return np.full(50_000, float(i))
+
+        def first(a):
+            return a[0]
+
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                              memory_limit="300MiB") as cluster, Client(cluster) as client:
+                arenapool.dask.install(client)
+                futures = client.map(filled, range(2000))   # 800 MB for two workers of 300 MiB
+                wait(futures)
+                spilled = sum(client.run(lambda dask_worker: len(dask_worker.data.slow)).values())
+                total = sum(client.gather(client.map(first, futures)))
+                held = sum(client.run(arenapool.rss).values())
+                print(json.dumps([spilled, bool(total == sum(range(2000))), held]))
+        """,
+        timeout=300,
+    )
+    assert spilled > 0 and right, (spilled, right)
+    assert held <= 600 * MiB, held  # what is spilled is not also kept
