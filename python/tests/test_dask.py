@@ -201,3 +201,21 @@ def test_spilling_goes_on_with_the_plugin():
     )
     assert spilled > 0 and right, (spilled, right)
     assert held <= 600 * MiB, held  # what is spilled is not also kept
+
+
+def test_where_reports_each_worker():
+    out = run_fresh(
+        """
+        import json, subprocess, sys
+        from distributed import LocalCluster
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=2, processes=True, dashboard_address=None) as cluster:
+                where = subprocess.run([sys.executable, "-m", "arenapool.where", "--scheduler",
+                                        cluster.scheduler_address], capture_output=True, text=True)
+                print(json.dumps([where.returncode, where.stdout, where.stderr]))
+        """,
+        timeout=300,
+    )
+    code, stdout, stderr = out
+    assert code == 0, stderr
+    assert stdout.count("RSS ") == 2 and stdout.count("tcp://") == 2, stdout
