@@ -30,7 +30,7 @@ use std::thread::{self, Thread};
 use std::time::Duration;
 
 use crate::table::Use;
-use crate::{ctl, fork, purge, table};
+use crate::{c_heap, ctl, fork, purge, table};
 
 /// The environment variable that sets the default of [`set_idle_return`].
 pub const IDLE_RETURN_ENV: &str = "ARENAPOOL_IDLE_RETURN";
@@ -251,10 +251,10 @@ fn run() {
 }
 
 /// Gives back the free pages of jemalloc's automatic arenas, of this crate's that
-/// decay as they do, and of this crate's that wait for work (whose decay is 0, but
+/// decay as they do, of this crate's that wait for work (whose decay is 0, but
 /// where jemalloc may have left pages freed while another purge ran). Arenas where work
 /// runs are left alone. A purge that fails is counted in the arena's failures, and the
-/// rest go on.
+/// rest go on. Then the C library's heaps, as a phase's end trims them.
 fn give_back() {
     let automatic = ctl::automatic_arenas().unwrap_or(0);
     let waiting = (automatic..ctl::ARENAS_ALL).filter(|&index| {
@@ -269,6 +269,9 @@ fn give_back() {
     for index in (0..automatic).chain(waiting) {
         let _ = purge::purge(index);
     }
+    // And the C library's heaps, under the rule of a phase's end (see
+    // `set_trim_c_heap_after_phase`): memory a C library freed there goes back too.
+    c_heap::trim_after_phase();
 }
 
 /// Sets after how long without large allocations or frees (blocks of 16 KiB and more)

@@ -40,8 +40,8 @@
 // The floors, from the ground up: each module uses only modules declared above it
 // (`tests/floors.rs` checks it; docs/design.md has the map).
 // 1. the ground: fault injection for tests, jemalloc's control interface, bytes,
-//    errors, the fork gate and its locks, the huge-page setting, the check that
-//    jemalloc is installed, the running totals and labels;
+//    the C library's heaps, errors, the fork gate and its locks, the huge-page
+//    setting, the check that jemalloc is installed, the running totals and labels;
 // 2. the map of the address space and the table of per-arena state;
 // 3. the extent hooks (what jemalloc calls);
 // 4. the purge mechanism, then the decay policy (keep, give back, stand by) and the
@@ -57,6 +57,7 @@ pub mod faults;
 mod faults;
 
 mod bytes;
+mod c_heap;
 mod ctl;
 
 mod error;
@@ -101,6 +102,7 @@ mod raw;
 pub use self::arena::{live_arenas, Arena};
 pub use self::binding::{current_arena, Binding};
 pub use self::bytes::Bytes;
+pub use self::c_heap::{c_heap, set_trim_c_heap_after_phase, CHeap};
 pub use self::error::Error;
 pub use self::exposition::{write_prometheus, Metric, MetricKind};
 pub use self::global::ArenaAlloc;

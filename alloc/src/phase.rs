@@ -15,7 +15,8 @@
 //! phase, whatever is freed in them goes back the moment it is freed (dirty decay 0),
 //! on any thread. Then the free pages of the process's other arenas (jemalloc's own:
 //! small objects freed during the phase) are purged too, unless
-//! [`set_trim_after_phase`] turned that off.
+//! [`set_trim_after_phase`] turned that off, and glibc's `malloc` heaps are trimmed
+//! (see [`set_trim_c_heap_after_phase`](crate::set_trim_c_heap_after_phase)).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -27,7 +28,7 @@ use crate::report::{self, Report};
 use crate::route::{self, FLOOR, PHASE_ARENAS as ARENAS};
 use crate::table::Use;
 use crate::tally::{Label, Tally, Work};
-use crate::{decay, huge, memory, purge, table, Error};
+use crate::{c_heap, decay, huge, memory, purge, table, Error};
 
 /// The threshold set by [`set_phase_threshold`]; 0 for the default.
 static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
@@ -464,6 +465,7 @@ fn end() -> (usize, Duration) {
         }
     }
     let returned = report::returned_by(ARENAS.indices()).saturating_sub(returned_before);
+    c_heap::trim_after_phase();
     (returned, started.elapsed())
 }
 

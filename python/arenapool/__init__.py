@@ -27,26 +27,36 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable, Dict, Literal, Optional
+from typing import Any, Callable, Dict, List, Literal, Optional
 
-from . import _arenapool
+from . import _arenapool, _release
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
+from ._holders import Release
+from ._release import recent_releases, release_others, set_release, use_arrow_jemalloc
+from ._breakdown import Breakdown, breakdown
 
 __all__ = [
     "ArenaPoolError",
+    "Breakdown",
     "Memory",
+    "Release",
     "Report",
+    "breakdown",
     "install",
     "installed",
     "memory",
     "phase",
     "phase_is_open",
+    "recent_releases",
+    "release_others",
     "rss",
+    "set_release",
     "set_threshold",
     "stats",
     "threshold",
     "trim",
     "uninstall",
+    "use_arrow_jemalloc",
 ]
 
 __version__ = "0.1.0"
@@ -214,6 +224,13 @@ class phase(contextlib.ContextDecorator):
             results = run_everything()
         print(p.report)       # ran 5.1s, gave back 1.4 GiB in 60ms; RSS ...
 
+    When the last open phase ends, the process's other allocators give back their free
+    memory too, each if it holds enough: glibc's heaps (``malloc_trim(0)``) and Arrow's
+    pools if pyarrow is imported (``release_unused()``); :attr:`released` says what
+    each gave back and how long it took, and :func:`set_release` switches them. Until
+    the next phase opens, a watcher thread does the same every second for what the
+    program drops later.
+
     As a decorator, ``@arenapool.phase()`` and ``@arenapool.phase`` are the same: each
     call of the function is a phase of its own.
 
@@ -223,6 +240,7 @@ class phase(contextlib.ContextDecorator):
     """
 
     report: Optional[Report]
+    released: List[Release]
     _open: Optional[_arenapool.OpenPhase]
 
     def __new__(cls, function: Optional[Callable[..., Any]] = None) -> Any:
@@ -237,6 +255,7 @@ class phase(contextlib.ContextDecorator):
 
     def __init__(self, function: None = None) -> None:
         self.report = None
+        self.released = []
         self._open = None
 
     def _recreate_cm(self) -> "phase":
@@ -263,6 +282,12 @@ class phase(contextlib.ContextDecorator):
                 "or use it as `with arenapool.phase():`"
             )
         self.report = opened.end()
+        if not _arenapool.phase_is_open():
+            try:
+                self.released = release_others()
+            except Exception:  # MemoryError, say: the phase has ended all the same
+                pass
+            _release.start_watcher()
         return False
 
     def __repr__(self) -> str:

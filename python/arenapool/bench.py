@@ -20,6 +20,10 @@ called after ``del``), ``arenapool`` (:func:`arenapool.joblib.install`, or a pha
 around the thread pool's map). ``--threshold`` sets the size from which arenapool's
 hooks take blocks (:func:`arenapool.set_threshold`) in the ``arenapool`` configuration.
 
+``--dask`` runs the Dask rows instead (see ``arenapool._bench_dask``): the client that
+gathers, joblib's dask backend, the workers, a string groupby, with Dask's defaults and
+with :func:`arenapool.dask.install`.
+
 ``--state`` measures report 001 instead: a large read-only numpy array (``--state-mib``,
 256) that every task reads (``table[i::100] * 2``, a result of 1/100 of it), over
 ``--inputs`` inputs (100) on a ``ProcessPoolExecutor`` of two workers, under each
@@ -327,6 +331,14 @@ def _run(program: str, config: str, tasks: int, rounds: int, threshold: int = 0)
     return rounds_figures
 
 
+def _table_head(intro: str, columns: List[str]) -> None:
+    """Prints ``intro``, a blank line and a Markdown table's head."""
+    print(intro)
+    print()
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
 def _cell(values: List[float], digits: int = 0) -> str:
     med = statistics.median(values)
     if len(values) == 1:
@@ -350,13 +362,39 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--threshold", type=int, default=0,
                         help="bytes from which arenapool's hooks take blocks in the arenapool configuration"
                         " (default: arenapool's, 64 KiB)")
+    parser.add_argument("--dask", action="store_true",
+                        help="the Dask rows instead: gather, joblib's dask backend, workers, a string groupby"
+                        " (needs dask, distributed, pandas and pyarrow)")
+    parser.add_argument("--dask-rows", default="gather,joblib,workers,groupby,pandas",
+                        help="--dask: comma-separated: gather, joblib, workers, groupby, pandas")
+    parser.add_argument("--dask-configs", default="defaults,arenapool",
+                        help="--dask: comma-separated: defaults, arenapool")
+    parser.add_argument("--rows", type=int, default=8_000_000, help="--dask: the groupby's rows (8 M)")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--dask-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--state-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         program, config, tasks, rounds, threshold = args.child
         _child(program, config, int(tasks), int(rounds), int(threshold))
         return 0
+    if args.dask_child:
+        from . import _bench_dask
+
+        row, config, tasks, rows = args.dask_child
+        print(json.dumps(_bench_dask.child(row, config, int(tasks), int(rows))))
+        return 0
+    if args.dask:
+        from . import _bench_dask
+
+        rows = [r for r in args.dask_rows.split(",") if r]
+        dask_configs = [c for c in args.dask_configs.split(",") if c]
+        for name, chosen, known in (("row", rows, _bench_dask.ROWS), ("configuration", dask_configs,
+                                                                       _bench_dask.DASK_CONFIGS)):
+            for c in chosen:
+                if c not in known:
+                    parser.error(f"unknown {name} {c!r}: choose from {', '.join(known)}")
+        return _bench_dask.main(args.runs, args.tasks, args.rows, rows, dask_configs, _cell, _table_head)
     if args.state_child:
         method, way, state_mib, inputs = args.state_child
         _state_child(method, way, int(state_mib), int(inputs))
@@ -372,11 +410,11 @@ def main(argv: List[str]) -> int:
     if args.threshold and args.threshold < 0:
         parser.error("--threshold must be positive")
     threshold = f", arenapool's threshold {args.threshold} bytes" if args.threshold else ""
-    print(f"{args.tasks} tasks of np.ones(50000), 2 workers, {args.runs} fresh processes each,"
-          f" {args.rounds} round(s) per process{threshold}; RSS in MiB, times in s")
-    print()
-    print("| program | configuration | start | held | after del + gc (every round) | wall | parent CPU |")
-    print("|---|---|---|---|---|---|---|")
+    _table_head(
+        f"{args.tasks} tasks of np.ones(50000), 2 workers, {args.runs} fresh processes each,"
+        f" {args.rounds} round(s) per process{threshold}; RSS in MiB, times in s",
+        ["program", "configuration", "start", "held", "after del + gc (every round)", "wall", "parent CPU"],
+    )
     for program in programs:
         for config in configs:
             runs = [_run(program, config, args.tasks, args.rounds, args.threshold) for _ in range(args.runs)]

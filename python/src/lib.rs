@@ -22,6 +22,9 @@ static GLOBAL: arenapool_alloc::ArenaAlloc = arenapool_alloc::ArenaAlloc;
 
 #[pymodule]
 fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The Python layer trims glibc's heaps itself at a phase's end, and reports it
+    // (`arenapool.release_others`).
+    arenapool_alloc::set_trim_c_heap_after_phase(false);
     m.add(
         "ArenaPoolError",
         m.py().get_type::<errors::ArenaPoolError>(),

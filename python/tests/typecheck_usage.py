@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterator, List
 import numpy as np
 
 import arenapool
+import arenapool.dask
 import arenapool.futures
 import arenapool.joblib
 
@@ -49,7 +50,29 @@ def phases() -> None:
     assert_type(report.arenas, List[int])
     assert_type(report.failed, int)
     assert report.failed == 0 and report.arenas, report
+    assert_type(p.released, List[arenapool.Release])
+    for released in p.released + arenapool.release_others() + arenapool.recent_releases():
+        assert_type(released.holder, str)
+        assert_type(released.rss_returned, int)
+        assert_type(released.seconds, float)
+    arenapool.set_release(glibc=True, arrow=True, min_bytes=1 << 20, watch=1.0)
     del arrays
+
+
+def holders() -> None:
+    b = arenapool.breakdown()
+    assert_type(b, arenapool.Breakdown)
+    assert_type(b.rest, int)
+    assert_type(b.arenapool_live, int)
+    if b.glibc is not None:
+        assert_type(b.glibc.in_use, int)
+    if b.pymalloc is not None:
+        assert_type(b.pymalloc.arenas, int)
+    for pool in b.arrow:
+        assert_type(pool.allocated, int)
+    assert_type(arenapool.dask.installed(), bool)
+    plugin = arenapool.dask.WorkerPhases(idle=0.5)
+    assert_type(plugin.phases, int)
 
 
 @arenapool.phase()
@@ -114,6 +137,7 @@ def misuse() -> None:
     arenapool.install(numpy=1.5)  # type: ignore[arg-type]
     arenapool.memory().rss = 0  # type: ignore[misc]
     arenapool.trim(0)  # type: ignore[call-arg]
+    arenapool.set_release(watch="1s")  # type: ignore[arg-type]
     text: str = arenapool.rss()  # type: ignore[assignment]
     del text
 
@@ -123,6 +147,7 @@ if __name__ == "__main__":
     assert_type(decorated(1000), float)
     assert decorated(1000) == 1000.0
     figures()
+    holders()
     maps()
     errors()
     print("ok")

@@ -1,0 +1,133 @@
+//! The C library's `malloc` heaps: a program that links C libraries has a second
+//! allocator besides this crate's, glibc's where the C library is glibc. Its figures
+//! (`mallinfo2`), and the trim (`malloc_trim(0)`) a phase's end asks of it when its heaps
+//! hold enough free to pay for the call.
+//!
+//! Elsewhere (musl, macOS) there are no figures and nothing is trimmed.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Whether the end of the last open phase trims the C library's heaps.
+static TRIM_AFTER: AtomicBool = AtomicBool::new(true);
+
+/// The least the heaps must hold free, and must have changed by since the last trim,
+/// for a trim to be worth its call.
+const MIN_FREE: usize = 1 << 20;
+
+/// The heaps' in-use and free bytes after the last trim (`usize::MAX` before any).
+static LAST_IN_USE: AtomicUsize = AtomicUsize::new(usize::MAX);
+static LAST_FREE: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// glibc's `malloc` heaps, from `mallinfo2`, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CHeap {
+    /// Bytes in blocks handed out, those mapped on their own included.
+    pub in_use: usize,
+    /// Bytes of free blocks in the heaps, resident or not: pages a trim gave back stay
+    /// counted here.
+    pub free: usize,
+}
+
+/// The C library's `malloc` heaps now, where the C library is glibc (2.33 or later);
+/// `None` elsewhere.
+pub fn c_heap() -> Option<CHeap> {
+    imp::figures()
+}
+
+/// Whether the end of the last open phase, and the idle return (see
+/// [`set_idle_return`](crate::set_idle_return)), also ask glibc's `malloc` to give back
+/// the free pages of its heaps (`malloc_trim(0)`), when they hold at least 1 MiB free
+/// and have changed by as much since the last trim: on by default. Where the C library is
+/// not glibc, nothing is trimmed either way.
+///
+/// A program that links C libraries (a database driver, a compression library) frees
+/// their memory into glibc's heaps, which give back only what is free at their top;
+/// the trim gives back every whole free page. It costs a walk of the heaps' free
+/// blocks: microseconds when little is free, milliseconds for hundreds of MiB.
+pub fn set_trim_c_heap_after_phase(on: bool) {
+    TRIM_AFTER.store(on, Ordering::Relaxed);
+}
+
+/// At the end of the last open phase, and when the idle return gives memory back: the
+/// trim, if it is on and worth its call.
+/// Returns whether it trimmed.
+pub(crate) fn trim_after_phase() -> bool {
+    if !TRIM_AFTER.load(Ordering::Relaxed) {
+        return false;
+    }
+    let Some(now) = imp::figures() else {
+        return false;
+    };
+    let (in_use, free) = (
+        LAST_IN_USE.load(Ordering::Relaxed),
+        LAST_FREE.load(Ordering::Relaxed),
+    );
+    let changed = if in_use == usize::MAX {
+        usize::MAX
+    } else {
+        now.in_use.abs_diff(in_use) + now.free.abs_diff(free)
+    };
+    if now.free < MIN_FREE || changed < MIN_FREE {
+        return false;
+    }
+    imp::trim();
+    if let Some(after) = imp::figures() {
+        LAST_IN_USE.store(after.in_use, Ordering::Relaxed);
+        LAST_FREE.store(after.free, Ordering::Relaxed);
+    }
+    true
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod imp {
+    use super::CHeap;
+
+    use std::sync::OnceLock;
+
+    type MallInfo2 = unsafe extern "C" fn() -> libc::mallinfo2;
+
+    /// `mallinfo2`, looked up once at run time: glibc has it from 2.33 on, and a
+    /// program linked against it would not start on an older one.
+    fn mallinfo2() -> Option<MallInfo2> {
+        static FOUND: OnceLock<Option<MallInfo2>> = OnceLock::new();
+        *FOUND.get_or_init(|| {
+            // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only looks
+            // the symbol up.
+            let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallinfo2".as_ptr()) };
+            // SAFETY: glibc's `mallinfo2` has this signature (malloc.h); a null
+            // pointer (no such symbol) is `None`.
+            unsafe { std::mem::transmute::<*mut libc::c_void, Option<MallInfo2>>(symbol) }
+        })
+    }
+
+    pub(super) fn figures() -> Option<CHeap> {
+        let mallinfo2 = mallinfo2()?;
+        // SAFETY: `mallinfo2` takes no argument, reads glibc's heaps under their locks
+        // and returns a plain struct.
+        let info = unsafe { mallinfo2() };
+        Some(CHeap {
+            in_use: info.uordblks.saturating_add(info.hblkhd),
+            free: info.fordblks,
+        })
+    }
+
+    pub(super) fn trim() {
+        // SAFETY: `malloc_trim` takes glibc's heap locks itself and only gives back
+        // free pages; any thread may call it at any time.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+mod imp {
+    use super::CHeap;
+
+    pub(super) fn figures() -> Option<CHeap> {
+        None
+    }
+
+    pub(super) fn trim() {}
+}

@@ -1,0 +1,199 @@
+"""``python -m arenapool.bench --dask``: the first field report's work and a string
+groupby on a Dask ``LocalCluster`` (2 worker processes, one thread each), with Dask's
+defaults and with :func:`arenapool.dask.install`, each run in a fresh process.
+
+Rows (``--dask-rows``):
+
+- ``gather``: the client maps ``--tasks`` tasks (4,000) each returning
+  ``np.ones(50000)`` (400 KB), gathers the results, deletes them: the client's RSS.
+- ``joblib``: the joblib report's program under ``joblib.parallel_backend("dask")``:
+  the client's RSS.
+- ``workers``: the same tasks, each result summed on the workers and never gathered,
+  then a ``dask.array`` reduction (a 10,000 x 10,000 array of 1,000 x 1,000 chunks):
+  the workers' RSS, added up.
+- ``groupby``: a ``dask.dataframe`` of ``--rows`` rows (8 M) in 8 partitions made on
+  the workers, string keys (pandas' ``str``, in Arrow's memory), grouped and summed,
+  the result computed and deleted: the workers' RSS, added up.
+- ``pandas``: the same frame and groupby in one process without Dask, a quarter of the
+  rows: its RSS. With arenapool: :func:`arenapool.use_arrow_jemalloc`, and a phase
+  around the work.
+
+Figures: RSS above the start (after the cluster is up and has run one task) with the
+results held and after they are deleted (1 s later, as Dask releases them), the wall
+time of the work, and the CPU time the client's process spent in it (steadier than the
+wall time on a busy machine; for ``pandas``, the process's own).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from typing import Any, Callable, Dict, List
+
+ROWS = ["gather", "joblib", "workers", "groupby", "pandas"]
+DASK_CONFIGS = ["defaults", "arenapool"]
+_MiB = 2**20
+
+
+def _ones(_: int) -> Any:
+    import numpy as np
+
+    return np.ones(50_000)
+
+
+def _total(arrays: List[Any]) -> float:
+    return float(sum(a[0] for a in arrays))
+
+
+def _frame(seed: int, rows: int) -> Any:
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    keys = pd.Series(rng.integers(0, 100_000, rows)).astype(str)
+    return pd.DataFrame({"k": "key" + keys, "v": rng.random(rows)})
+
+
+def _import_pandas() -> None:
+    import dask.dataframe  # noqa: F401
+    import pandas  # noqa: F401
+
+
+def _rss() -> int:
+    from arenapool import rss
+
+    return rss()
+
+
+def _workers_rss(client: Any) -> int:
+    return sum(client.run(_rss).values())
+
+
+def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
+    """One fresh process: one row in one configuration; returns its figures."""
+    import arenapool
+
+    if row == "pandas":
+        if config == "arenapool":
+            arenapool.use_arrow_jemalloc()  # before pandas imports pyarrow
+        import pandas  # noqa: F401 (its libraries' pages before the start)
+
+        start = _rss()
+        began, cpu = time.perf_counter(), time.process_time()
+        if config == "arenapool":
+            with arenapool.phase():
+                frame = _frame(0, rows // 4)
+                result = frame.groupby("k")["v"].sum()
+        else:
+            frame = _frame(0, rows // 4)
+            result = frame.groupby("k")["v"].sum()
+        wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+        held = _rss()
+        del frame, result
+        gc.collect()
+        return {"held": (held - start) / _MiB, "after": (_rss() - start) / _MiB, "wall": wall, "cpu": cpu}
+
+    from distributed import Client, LocalCluster
+
+    import arenapool.dask
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            if config == "arenapool":
+                arenapool.dask.install(client)
+            client.submit(_ones, -1).result()
+            if row == "groupby":
+                client.run(_import_pandas)  # their libraries' pages before the start
+            on_workers = row in ("workers", "groupby")
+            start = _workers_rss(client) if on_workers else _rss()
+            began, cpu = time.perf_counter(), time.process_time()
+            if row == "gather":
+                results = client.gather(client.map(_ones, range(tasks)))
+            elif row == "joblib":
+                import joblib
+
+                with joblib.parallel_backend("dask"):
+                    results = joblib.Parallel()(joblib.delayed(_ones)(i) for i in range(tasks))
+            elif row == "workers":
+                import dask.array as da
+
+                futures = client.map(_ones, range(tasks))
+                chunks = [client.submit(_total, futures[i : i + 100]) for i in range(0, tasks, 100)]
+                results = [sum(client.gather(chunks))]
+                del futures, chunks
+                x = da.random.random((10_000, 10_000), chunks=(1_000, 1_000))
+                results.append((x + x.T).mean().compute())
+            else:
+                import dask.dataframe as dd
+
+                parts = 8
+                frame = dd.from_map(_frame, range(parts), rows=rows // parts)
+                results = frame.groupby("k")["v"].sum().compute()
+                del frame
+            wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+            held = _workers_rss(client) if on_workers else _rss()
+            del results
+            gc.collect()
+            time.sleep(1.0)
+            after = _workers_rss(client) if on_workers else _rss()
+            figures: Dict[str, Any] = {
+                "held": (held - start) / _MiB,
+                "after": (after - start) / _MiB,
+                "wall": wall,
+                "cpu": cpu,
+            }
+            if on_workers:
+                figures["breakdown"] = [
+                    {
+                        "rss": b.rss / _MiB,
+                        "arenapool": (b.arenapool_live + b.arenapool_free + b.arenapool_metadata) / _MiB,
+                        "of_which_metadata": b.arenapool_metadata / _MiB,
+                        "glibc_in_use": b.glibc.in_use / _MiB if b.glibc else None,
+                        "glibc_free": b.glibc.free / _MiB if b.glibc else None,
+                        "pymalloc": (b.pymalloc.in_use + b.pymalloc.free) / _MiB if b.pymalloc else None,
+                        "arrow": sum(p.allocated for p in b.arrow if p.backend != "system") / _MiB,
+                        "files": b.files / _MiB,
+                        "rest": b.rest / _MiB,
+                    }
+                    for b in arenapool.dask.breakdowns(client).values()
+                ]
+            return figures
+
+
+def main(
+    runs: int,
+    tasks: int,
+    rows: int,
+    chosen: List[str],
+    configs: List[str],
+    cell: Callable[..., str],
+    head: Callable[[str, List[str]], None],
+) -> int:
+    """The table: ``runs`` fresh processes per row and configuration, each cell made by
+    ``cell`` (median, min–max), under ``head``."""
+    import subprocess
+    import sys
+
+    head(
+        f"Dask LocalCluster, 2 worker processes of 1 thread; {tasks} tasks of np.ones(50000), "
+        f"groupby of {rows} rows; {runs} fresh processes each; MiB above the start, wall time in s",
+        ["row", "configuration", "held", "after del", "wall", "client CPU"],
+    )
+    for row in chosen:
+        for config in configs:
+            figures = []
+            for _ in range(runs):
+                out = subprocess.run(
+                    [sys.executable, "-m", "arenapool.bench", "--dask-child", row, config, str(tasks), str(rows)],
+                    check=True, capture_output=True, text=True,
+                )
+                figures.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"| {row} | {config} | {cell([f['held'] for f in figures])} | {cell([f['after'] for f in figures])}"
+                  f" | {cell([f['wall'] for f in figures], 2)} | {cell([f['cpu'] for f in figures], 2)} |",
+                  flush=True)
+            for f in figures:
+                for worker in f.get("breakdown", []):
+                    print("    worker after: " + ", ".join(
+                        f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in worker.items()))
+    return 0

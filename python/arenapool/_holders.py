@@ -1,0 +1,302 @@
+"""The other holders of a Python process's memory, each read from its own counter, and
+given back where the holder can be asked to.
+
+- glibc's ``malloc``: ``mallinfo2()`` (glibc 2.33 and later), given back with
+  ``malloc_trim(0)``.
+- pymalloc, CPython's allocator of small objects: the figures CPython prints for
+  ``sys._debugmallocstats()``, written by ``_PyObject_DebugMallocStats`` into a memory
+  stream instead of standard error.
+- Arrow's memory pools, when pyarrow is already imported (never imported here):
+  ``bytes_allocated()`` of each, given back with ``release_unused()``.
+- numpy's array data, while ``tracemalloc`` traces: the bytes traced in numpy's
+  domain.
+
+Everything here is read through ``ctypes``, under the interpreter's lock, and fails
+soft: a holder that cannot be read is ``None``, never an exception.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import sys
+import time
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+__all__ = [
+    "ArrowPool",
+    "Glibc",
+    "Pymalloc",
+    "Release",
+    "arrow_pools",
+    "glibc",
+    "numpy_traced",
+    "pymalloc",
+    "release_arrow",
+    "release_glibc",
+]
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+class Glibc(NamedTuple):
+    """glibc's heaps, from ``mallinfo2()``, in bytes."""
+
+    in_use: int
+    """Bytes in blocks handed out (``uordblks``) and in blocks mapped on their own
+    (``hblkhd``)."""
+    free: int
+    """Bytes of free blocks in the heaps (``fordblks``), resident or not: pages
+    ``malloc_trim`` gave back stay counted here."""
+
+
+class Pymalloc(NamedTuple):
+    """pymalloc's arenas, from CPython's own statistics, in bytes."""
+
+    in_use: int
+    """Bytes in allocated blocks."""
+    free: int
+    """The rest of its arenas: blocks available in used pools, unused pools, headers."""
+    arenas: int
+    """Arenas allocated now."""
+
+
+class ArrowPool(NamedTuple):
+    """One of Arrow's memory pools, from its own counters, in bytes."""
+
+    backend: str
+    """``mimalloc``, ``jemalloc`` or ``system`` (``malloc``: glibc's heaps)."""
+    allocated: int
+    """``bytes_allocated()``: bytes in live buffers."""
+    peak: int
+    """``max_memory()``: the most it ever had allocated."""
+    is_default: bool
+    """Whether it is ``pyarrow.default_memory_pool()``."""
+
+
+class Release(NamedTuple):
+    """What asking one holder to give back its free memory did."""
+
+    holder: str
+    """``glibc`` or ``arrow:<backend>``."""
+    rss_returned: int
+    """How much the process's RSS fell during the call, in bytes (other threads'
+    allocations meanwhile count against it)."""
+    seconds: float
+    """How long the call took."""
+
+    def __str__(self) -> str:
+        return f"{self.holder} gave back {self.rss_returned / 2**20:.1f} MiB in {self.seconds * 1e3:.1f} ms"
+
+
+_libc: Optional[Any] = None
+_libc_read = False
+
+
+def _glibc_functions() -> Optional[Any]:
+    """The C library, if it is glibc with ``mallinfo2`` and ``malloc_trim``."""
+    global _libc, _libc_read
+    if not _libc_read:
+        _libc_read = True
+        try:
+            libc = ctypes.CDLL(None)
+            libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
+            libc.mallinfo2.restype = _MallInfo2
+            libc.mallinfo2.argtypes = []
+            libc.malloc_trim.restype = ctypes.c_int
+            libc.malloc_trim.argtypes = [ctypes.c_size_t]
+            libc.open_memstream.restype = ctypes.c_void_p
+            libc.open_memstream.argtypes = [
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.POINTER(ctypes.c_size_t),
+            ]
+            libc.fclose.argtypes = [ctypes.c_void_p]
+            libc.free.argtypes = [ctypes.c_void_p]
+            _libc = libc
+        except (OSError, AttributeError):
+            _libc = None
+    return _libc
+
+
+def glibc() -> Optional[Glibc]:
+    """glibc's heaps now; ``None`` where the C library is not glibc 2.33 or later."""
+    libc = _glibc_functions()
+    if libc is None:
+        return None
+    info = libc.mallinfo2()
+    return Glibc(in_use=info.uordblks + info.hblkhd, free=info.fordblks)
+
+
+def _rss() -> int:
+    from ._arenapool import rss
+
+    return rss()
+
+
+def release_glibc() -> Optional[Release]:
+    """``malloc_trim(0)``: glibc gives back every whole free page of its heaps."""
+    libc = _glibc_functions()
+    if libc is None:
+        return None
+    before = _rss()
+    started = time.perf_counter()
+    libc.malloc_trim(0)
+    seconds = time.perf_counter() - started
+    return Release("glibc", max(0, before - _rss()), seconds)
+
+
+_STAT = re.compile(r"^(#?[^=]*?)\s*=\s*([\d,]+)\s*$")
+
+
+def _debug_malloc_stats() -> Optional[str]:
+    """The text of ``sys._debugmallocstats()``, written to memory; ``None`` if pymalloc
+    is not the object allocator (``PYTHONMALLOC=malloc``) or it cannot be read."""
+    libc = _glibc_functions()
+    if libc is None:
+        return None
+    try:
+        stats = ctypes.pythonapi._PyObject_DebugMallocStats
+    except AttributeError:
+        return None
+    stats.argtypes = [ctypes.c_void_p]
+    stats.restype = ctypes.c_int
+    buffer = ctypes.c_void_p()
+    size = ctypes.c_size_t()
+    stream = libc.open_memstream(ctypes.byref(buffer), ctypes.byref(size))
+    if not stream:
+        return None
+    try:
+        printed = stats(stream)
+    finally:
+        libc.fclose(stream)  # sets buffer and size
+    try:
+        text = ctypes.string_at(buffer.value, size.value).decode("ascii", "replace") if buffer.value else ""
+    finally:
+        libc.free(buffer)
+    return text if printed else None
+
+
+def parse_pymalloc(text: str) -> Optional[Pymalloc]:
+    """pymalloc's figures from the text ``sys._debugmallocstats()`` prints."""
+    figures: Dict[str, int] = {}
+    arena_bytes = 0
+    for line in text.splitlines():
+        match = _STAT.match(line.strip())
+        if match is None:
+            continue
+        name, value = match.group(1).strip(), int(match.group(2).replace(",", ""))
+        if name.endswith("bytes/arena"):
+            arena_bytes = value
+        elif name not in figures:  # the first "Total" is the arenas'
+            figures[name] = value
+    try:
+        in_use = figures["# bytes in allocated blocks"]
+        arenas = figures["# arenas allocated current"]
+    except KeyError:
+        return None
+    return Pymalloc(in_use=in_use, free=max(0, arena_bytes - in_use), arenas=arenas)
+
+
+def pymalloc() -> Optional[Pymalloc]:
+    """pymalloc's arenas now; ``None`` if pymalloc is not in use or cannot be read."""
+    text = _debug_malloc_stats()
+    return None if text is None else parse_pymalloc(text)
+
+
+def _pools() -> List[Tuple[Any, bool]]:
+    """Arrow's pools, each once, with whether it is the default; empty if pyarrow has
+    not been imported."""
+    pa = sys.modules.get("pyarrow")
+    if pa is None:
+        return []
+    try:
+        default = pa.default_memory_pool()
+        pools: List[Tuple[Any, bool]] = [(default, True)]
+        seen = {default.backend_name}
+        for backend in pa.supported_memory_backends():
+            if backend in seen:
+                continue
+            seen.add(backend)
+            pools.append((getattr(pa, f"{backend}_memory_pool")(), False))
+    except Exception:  # an old or broken pyarrow: no figures, no failure
+        return []
+    return pools
+
+
+def arrow_pools() -> List[ArrowPool]:
+    """Arrow's memory pools, if pyarrow is imported (empty list otherwise)."""
+    return [
+        ArrowPool(pool.backend_name, pool.bytes_allocated(), pool.max_memory(), is_default)
+        for pool, is_default in _pools()
+    ]
+
+
+# Per pool backend: its total_bytes_allocated() and bytes_allocated() at its last
+# release, to tell how much it has freed since.
+_arrow_marks: Dict[str, Tuple[int, int]] = {}
+
+
+def arrow_freed_since_release(pool: Any) -> int:
+    """Bytes the pool has freed since it was last asked to give back its free memory
+    (since its start if never): an upper bound of what it can give back."""
+    total, allocated = pool.total_bytes_allocated(), pool.bytes_allocated()
+    total_then, allocated_then = _arrow_marks.get(pool.backend_name, (0, 0))
+    return int((total - total_then) - (allocated - allocated_then))
+
+
+# mimalloc's release_unused() collects the calling thread's heap only: from any other
+# thread it gives back nothing of what that thread's buffers held.
+_THREAD_BOUND = ("mimalloc",)
+
+
+def release_arrow(min_bytes: int, any_thread: bool = False) -> List[Release]:
+    """``release_unused()`` on every Arrow pool that has freed at least ``min_bytes``
+    since its last release (with ``any_thread``, only the pools whose release reaches
+    every thread's memory: not mimalloc's)."""
+    done = []
+    for pool, _ in _pools():
+        if any_thread and pool.backend_name in _THREAD_BOUND:
+            continue
+        if arrow_freed_since_release(pool) < min_bytes:
+            continue
+        before = _rss()
+        started = time.perf_counter()
+        try:
+            pool.release_unused()
+        except Exception:  # a pool that cannot release is left as it is
+            continue
+        seconds = time.perf_counter() - started
+        _arrow_marks[pool.backend_name] = (pool.total_bytes_allocated(), pool.bytes_allocated())
+        done.append(Release(f"arrow:{pool.backend_name}", max(0, before - _rss()), seconds))
+    return done
+
+
+def numpy_traced() -> Optional[int]:
+    """Bytes of numpy's array data alive, as ``tracemalloc`` traces them in numpy's
+    domain; ``None`` unless numpy is imported and ``tracemalloc`` is tracing."""
+    import tracemalloc
+
+    np = sys.modules.get("numpy")
+    if np is None or not tracemalloc.is_tracing():
+        return None
+    domain = getattr(getattr(np, "lib", None), "tracemalloc_domain", None)
+    if domain is None:
+        return None
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.DomainFilter(True, domain)])
+    return sum(stat.size for stat in snapshot.statistics("filename"))

@@ -1,0 +1,187 @@
+"""When the last phase ends, the process's other allocators give back what they hold
+too: glibc (``malloc_trim(0)``) and Arrow's pools (``release_unused()``), each only
+when its own counters say it has enough free to pay for the call. A watcher thread
+then does the same every ``watch`` seconds while no phase is open, for what is
+dropped after the phase (a data frame built in it and deleted later).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from typing import Deque, List, Optional, Tuple
+
+from . import _holders
+from ._arenapool import phase_is_open
+from ._holders import Release
+
+__all__ = ["recent_releases", "release_others", "set_release", "start_watcher", "use_arrow_jemalloc"]
+
+_MiB = 2**20
+
+_glibc_on = True
+_arrow_on = True
+_min_bytes = 1 * _MiB
+_watch: Optional[float] = 1.0
+
+_lock = threading.Lock()
+# glibc's in-use and free bytes after its last trim: a trim is worth its call only if
+# at least `_min_bytes` is free and the heaps changed by as much since.
+_glibc_mark: Optional[Tuple[int, int]] = None
+_recent: Deque[Release] = collections.deque(maxlen=64)
+
+
+def set_release(
+    *,
+    glibc: Optional[bool] = None,
+    arrow: Optional[bool] = None,
+    min_bytes: Optional[int] = None,
+    watch: Optional[float] = None,
+) -> None:
+    """Switch what a phase's end gives back besides arenapool's own arenas; arguments
+    left out keep their setting.
+
+    Args:
+        glibc: ``malloc_trim(0)`` when glibc's heaps hold at least ``min_bytes`` free
+            and have changed by as much since the last trim (on by default).
+        arrow: ``release_unused()`` on each of Arrow's pools that has freed at least
+            ``min_bytes`` since its last release, if pyarrow is already imported (on
+            by default; pyarrow is never imported for it).
+        min_bytes: the least a holder must have free for the call (1 MiB).
+        watch: seconds between the watcher's checks, while no phase is open, for
+            memory dropped after a phase ended (1.0); ``0`` stops the watcher.
+    """
+    global _glibc_on, _arrow_on, _min_bytes, _watch
+    if min_bytes is not None:
+        if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
+            raise ValueError(f"min_bytes must be an int of 0 or more (bytes), not {min_bytes!r}")
+        _min_bytes = min_bytes
+    if watch is not None:
+        if isinstance(watch, bool) or not isinstance(watch, (int, float)) or not watch >= 0:
+            raise ValueError(f"watch must be a number of seconds, or 0 to stop the watcher; got {watch!r}")
+        _watch = float(watch) or None
+        _wake.set()  # a running watcher takes the new interval, or stops
+    if glibc is not None:
+        _glibc_on = bool(glibc)
+    if arrow is not None:
+        _arrow_on = bool(arrow)
+
+
+def _glibc_worth_it(figures: _holders.Glibc) -> bool:
+    if figures.free < _min_bytes:
+        return False
+    if _glibc_mark is None:
+        return True
+    in_use, free = _glibc_mark
+    return abs(figures.in_use - in_use) + abs(figures.free - free) >= _min_bytes
+
+
+def release_others(*, _any_thread: bool = False) -> List[Release]:
+    """Ask glibc and Arrow's pools to give back their free memory now, each only if it
+    holds enough (see :func:`set_release`); what each gave back and how long it took.
+
+    Arrow's default pool on Linux is mimalloc's, whose release reaches only the memory
+    of the thread that calls it: buffers made on other threads (a thread pool's, Dask's
+    workers') stay held. :func:`use_arrow_jemalloc` avoids that.
+    """
+    global _glibc_mark
+    done: List[Release] = []
+    with _lock:
+        if _glibc_on:
+            figures = _holders.glibc()
+            if figures is not None and _glibc_worth_it(figures):
+                released = _holders.release_glibc()
+                if released is not None:
+                    done.append(released)
+                after = _holders.glibc()
+                _glibc_mark = None if after is None else (after.in_use, after.free)
+        if _arrow_on:
+            done.extend(_holders.release_arrow(_min_bytes, _any_thread))
+        _recent.extend(done)
+    return done
+
+
+def recent_releases() -> List[Release]:
+    """The last 64 releases of other allocators, oldest first: at phases' ends and by
+    the watcher."""
+    with _lock:
+        return list(_recent)
+
+
+_watcher_pid = 0
+_wake = threading.Event()
+
+
+def _watch_loop() -> None:
+    global _watcher_pid
+    while True:
+        interval = _watch
+        if _watcher_pid != os.getpid():
+            return
+        if interval is None:
+            _watcher_pid = 0
+            return
+        _wake.wait(interval)
+        _wake.clear()
+        if not phase_is_open():
+            try:
+                release_others(_any_thread=True)
+            except Exception:  # a holder that fails once is tried again next time
+                pass
+
+
+def start_watcher() -> None:
+    """Start the watcher (one per process) if ``watch`` is set and it is not running."""
+    global _watcher_pid
+    if _watch is None or _watcher_pid == os.getpid():
+        return
+    _watcher_pid = os.getpid()  # a child made by fork starts its own
+    try:
+        threading.Thread(target=_watch_loop, name="arenapool-release", daemon=True).start()
+    except RuntimeError:  # no thread can start now (an address-space limit): next time
+        _watcher_pid = 0
+
+
+def use_arrow_jemalloc() -> bool:
+    """Make Arrow's jemalloc pool its default, so that the memory of Arrow's buffers
+    (pandas' strings, Parquet's pages) goes back after they are dropped, from whatever
+    thread made them, within about a second, without a call.
+
+    Arrow's default pool on Linux, mimalloc's, keeps freed memory until
+    ``release_unused()`` is called on the very thread that made the buffers; jemalloc's
+    gives it back by itself. If pyarrow is imported, its default pool is set now (buffers
+    made before stay in their pool); if not, ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` is
+    set for when it is (pyarrow is never imported here). Returns whether the pool was
+    set now.
+
+    Raises:
+        ArenaPoolError: pyarrow was built without its jemalloc pool.
+    """
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    if pa is None:
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
+        return False
+    if "jemalloc" not in pa.supported_memory_backends():
+        from ._arenapool import ArenaPoolError
+
+        raise ArenaPoolError(
+            "this pyarrow was built without its jemalloc pool: install pyarrow's wheel from "
+            "PyPI, or call arenapool.release_others() on the threads that drop Arrow's buffers"
+        )
+    pa.set_memory_pool(pa.jemalloc_memory_pool())
+    return True
+
+
+def _after_fork_in_child() -> None:
+    """In a child made by ``fork``: the watcher is not there, and may have held the lock
+    or the event's when the parent forked; the child gets its own."""
+    global _lock, _wake, _watcher_pid
+    _lock = threading.Lock()
+    _wake = threading.Event()
+    _watcher_pid = 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,221 @@
+"""`arenapool.dask`: the client that gathers and the workers that compute, on a
+`LocalCluster` of 2 worker processes, each test in a fresh process (memory asserted
+with margins, never time)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+pytest.importorskip("distributed")
+
+import arenapool.dask
+
+from conftest import MiB, run_fresh
+
+CLUSTER = """
+import gc, json, time
+import numpy as np
+import arenapool, arenapool.dask
+from distributed import Client, LocalCluster
+
+def ones(_):
+    return np.ones(50_000)
+
+def total(arrays):
+    return float(sum(a[0] for a in arrays))
+
+if __name__ == "__main__":
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
+            Client(cluster) as client:
+        {install}
+        client.submit(ones, -1).result()
+        gc.collect()
+{body}
+"""
+
+
+def run_cluster(body: str, install: str = "arenapool.dask.install(client)", config: str = "") -> object:
+    indented = "\n".join("        " + line for line in body.strip("\n").splitlines())
+    return run_fresh(config + CLUSTER.format(install=install, body=indented), timeout=300)
+
+
+GATHER = """
+start = arenapool.rss()
+results = client.gather(client.map(ones, range(1500)))   # 600 MB
+held = arenapool.rss()
+del results
+gc.collect()
+time.sleep(0.5)
+print(json.dumps([start, held, arenapool.rss()]))
+"""
+
+
+def test_client_gives_back_what_it_gathered():
+    start, held, after = run_cluster(GATHER)
+    assert held >= start + 400 * MiB, (start, held, after)
+    assert after <= start + 48 * MiB, (start, held, after)
+
+
+def test_client_joblib_dask_backend():
+    start, held, after = run_cluster(
+        """
+import joblib
+start = arenapool.rss()
+with joblib.parallel_backend("dask"):
+    results = joblib.Parallel()(joblib.delayed(ones)(i) for i in range(1500))
+held = arenapool.rss()
+del results
+gc.collect()
+time.sleep(0.5)
+print(json.dumps([start, held, arenapool.rss()]))
+"""
+    )
+    assert held >= start + 400 * MiB, (start, held, after)
+    assert after <= start + 48 * MiB, (start, held, after)
+
+
+# Without the nanny's trim setting, glibc keeps what the workers' tasks freed once a
+# freed 1 MiB block has raised its mmap threshold (field report S1): the plugin's
+# phases give it back.
+NO_NANNY_TRIM = """
+import ctypes, dask, distributed  # distributed brings its configuration
+dask.config.config["distributed"]["nanny"]["pre-spawn-environ"].pop("MALLOC_TRIM_THRESHOLD_")
+
+def raise_mmap_threshold():
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.free(libc.malloc(1 << 20))
+
+def labelled(i):
+    # The report's results, and one small label in ten that the worker keeps.
+    from distributed import get_worker
+    if i % 10 == 0:
+        worker = get_worker()
+        worker.labels = getattr(worker, "labels", []) + [bytes(1000)]
+    return np.ones(50_000)
+"""
+
+
+def test_workers_give_back_between_computations():
+    figures = run_cluster(
+        """
+rss = lambda: sum(client.run(arenapool.rss).values())
+client.run(raise_mmap_threshold)
+start = rss()
+futures = client.map(labelled, range(3000))         # 1.2 GB over the two workers
+sums = [client.submit(total, futures[i:i + 100]) for i in range(0, 3000, 100)]
+client.gather(sums)
+held = rss()
+del futures, sums
+time.sleep(1.5)
+phases = sum(client.run(lambda dask_worker: dask_worker.plugins["arenapool"].phases).values())
+print(json.dumps([start, held, rss(), phases]))
+""",
+        config=NO_NANNY_TRIM,
+    )
+    start, held, after, phases = figures
+    assert held >= start + 800 * MiB, figures
+    assert after <= start + 96 * MiB, figures  # two workers
+    assert phases >= 2, figures
+
+
+def test_workers_give_back_what_a_string_groupby_held():
+    figures = run_cluster(
+        """
+import dask.dataframe as dd, pandas as pd
+def frame(seed, rows):
+    rng = np.random.default_rng(seed)
+    keys = pd.Series(rng.integers(0, 100_000, rows)).astype(str)
+    return pd.DataFrame({"k": "key" + keys, "v": rng.random(rows)})
+client.run(lambda: __import__("pandas") and None)
+before = arenapool.dask.breakdowns(client)
+result = dd.from_map(frame, range(4), rows=1_000_000).groupby("k")["v"].sum().compute()
+del result
+time.sleep(1.5)
+after = arenapool.dask.breakdowns(client)
+print(json.dumps([[b.anonymous, b.rest, [p.allocated for p in b.arrow]] for b in before.values()]
+                 + [[b.anonymous, b.rest, [p.allocated for p in b.arrow]] for b in after.values()]))
+"""
+    )
+    before, after = figures[:2], figures[2:]
+    for (anon_before, _, _), (anon_after, rest, arrow) in zip(before, after):
+        assert sum(arrow) == 0, figures
+        # Arrow's freed buffers, which no counter shows, would be in the rest.
+        assert rest <= 28 * MiB, figures
+        assert anon_after <= anon_before + 96 * MiB, figures
+
+
+def test_preload_installs_the_plugin():
+    plugins = run_fresh(
+        """
+        import json
+        from distributed import Client, LocalCluster
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=1, processes=True, dashboard_address=None,
+                              preload=["arenapool.dask"]) as cluster, Client(cluster) as client:
+                names = client.run(lambda dask_worker: sorted(dask_worker.plugins))
+                print(json.dumps(list(names.values())))
+        """,
+        timeout=300,
+    )
+    assert all("arenapool" in names for names in plugins), plugins
+
+
+def test_plugin_pickles_without_its_state_and_checks_idle():
+    plugin = arenapool.dask.WorkerPhases(idle=0.5, arrow_jemalloc=False)
+    copy = pickle.loads(pickle.dumps(plugin))
+    assert (copy.idle, copy.arrow_jemalloc, copy.phases) == (0.5, False, 0)
+    with pytest.raises(ValueError, match="idle"):
+        arenapool.dask.WorkerPhases(idle=-1)
+
+
+def test_spilling_goes_on_with_the_plugin():
+    spilled, right, held = run_fresh(
+        """
+        import json
+        import numpy as np
+        import arenapool, arenapool.dask
+        from distributed import Client, LocalCluster, wait
+
+        def filled(i):
+            return np.full(50_000, float(i))
+
+        def first(a):
+            return a[0]
+
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                              memory_limit="300MiB") as cluster, Client(cluster) as client:
+                arenapool.dask.install(client)
+                futures = client.map(filled, range(2000))   # 800 MB for two workers of 300 MiB
+                wait(futures)
+                spilled = sum(client.run(lambda dask_worker: len(dask_worker.data.slow)).values())
+                total = sum(client.gather(client.map(first, futures)))
+                held = sum(client.run(arenapool.rss).values())
+                print(json.dumps([spilled, bool(total == sum(range(2000))), held]))
+        """,
+        timeout=300,
+    )
+    assert spilled > 0 and right, (spilled, right)
+    assert held <= 600 * MiB, held  # what is spilled is not also kept
+
+
+def test_where_reports_each_worker():
+    out = run_fresh(
+        """
+        import json, subprocess, sys
+        from distributed import LocalCluster
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=2, processes=True, dashboard_address=None) as cluster:
+                where = subprocess.run([sys.executable, "-m", "arenapool.where", "--scheduler",
+                                        cluster.scheduler_address], capture_output=True, text=True)
+                print(json.dumps([where.returncode, where.stdout, where.stderr]))
+        """,
+        timeout=300,
+    )
+    code, stdout, stderr = out
+    assert code == 0, stderr
+    assert stdout.count("RSS ") == 2 and stdout.count("tcp://") == 2, stdout

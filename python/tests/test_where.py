@@ -1,0 +1,138 @@
+"""`arenapool.breakdown()`: each holder's figure against the holder's own counter, read
+by the test itself, each in a fresh process."""
+
+from __future__ import annotations
+
+import pickle
+import re
+import subprocess
+import sys
+
+import arenapool
+
+from conftest import MiB, run_fresh
+
+# The test's own reading of glibc's counters.
+MALLINFO2 = """
+import ctypes
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+"""
+
+
+def test_arenapool_figures_are_its_allocators():
+    live, memory = run_fresh(
+        """
+        import json, arenapool
+        with arenapool.phase():
+            block = bytearray(64 << 20)
+            b, m = arenapool.breakdown(), arenapool.memory()
+        print(json.dumps([[b.arenapool_live, b.arenapool_free, b.arenapool_metadata],
+                          [m.active, m.resident, m.metadata]]))
+        """
+    )
+    assert live[0] >= 64 * MiB, live
+    assert abs(live[0] - memory[0]) <= MiB, (live, memory)
+    assert live[2] == memory[2] or abs(live[2] - memory[2]) <= MiB, (live, memory)
+    assert abs(sum(live) - memory[1]) <= MiB, (live, memory)
+
+
+def test_glibc_figures_are_mallinfo2():
+    figures = run_fresh(
+        MALLINFO2
+        + """
+import json, arenapool
+blocks = [libc.malloc(1000) for _ in range(100_000)]   # 100 MB in glibc's heaps
+for b in blocks[:-1:2]:
+    libc.free(b)                                        # half of it free, not at the top
+g = arenapool.breakdown().glibc
+info = libc.mallinfo2()
+print(json.dumps([g.in_use, g.free, info.uordblks + info.hblkhd, info.fordblks]))
+"""
+    )
+    in_use, free, own_in_use, own_free = figures
+    assert in_use >= 48 * MiB and free >= 48 * MiB, figures
+    assert abs(in_use - own_in_use) <= MiB and abs(free - own_free) <= MiB, figures
+
+
+def parse_debugmallocstats(text):
+    allocated = int(re.search(r"# bytes in allocated blocks\s*=\s*([\d,]+)", text).group(1).replace(",", ""))
+    arenas = int(re.search(r"# arenas allocated current\s*=\s*([\d,]+)", text).group(1).replace(",", ""))
+    return allocated, arenas
+
+
+def test_pymalloc_figures_are_cpythons():
+    code = """
+import json, sys, arenapool
+objects = [(i, str(i)) for i in range(300_000)]   # small objects: pymalloc's
+p = arenapool.breakdown().pymalloc
+print(json.dumps([p.in_use, p.free, p.arenas]))
+sys.stdout.flush()
+sys._debugmallocstats()                          # CPython's own figures, on stderr
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    in_use, free, arenas = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    own_in_use, own_arenas = parse_debugmallocstats(out.stderr)
+    assert in_use >= 20 * MiB, (in_use, own_in_use)
+    # Printing the figures between the two readings takes some blocks.
+    assert abs(in_use - own_in_use) <= MiB and abs(arenas - own_arenas) <= 1, (in_use, own_in_use, arenas, own_arenas)
+    assert in_use + free == arenas * MiB  # 1 MiB arenas
+
+
+def test_arrow_figures_are_its_pools_and_pyarrow_is_never_imported():
+    figures = run_fresh(
+        """
+        import json, sys, arenapool
+        without = arenapool.breakdown()
+        imported = "pyarrow" in sys.modules
+        import pyarrow as pa
+        array = pa.array(range(8_000_000))              # 64 MB in the default pool
+        b = arenapool.breakdown()
+        pools = {p.backend: [p.allocated, p.peak, p.is_default] for p in b.arrow}
+        default = pa.default_memory_pool()
+        print(json.dumps([without.arrow, imported, pools, default.backend_name,
+                          default.bytes_allocated(), default.max_memory()]))
+        """
+    )
+    without, imported, pools, backend, allocated, peak = figures
+    assert without == [] and not imported, figures
+    assert pools[backend] == [allocated, peak, True], figures
+    assert allocated >= 60 * MiB, figures
+
+
+def test_numpy_figure_is_tracemallocs():
+    traced, own = run_fresh(
+        """
+        import json, tracemalloc, arenapool, numpy as np
+        tracemalloc.start()
+        arrays = [np.ones(1_000_000) for _ in range(8)]   # 64 MB of array data
+        traced = arenapool.breakdown().numpy
+        snapshot = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)])
+        print(json.dumps([traced, sum(t.size for t in snapshot.traces)]))
+        """
+    )
+    assert traced == own and traced >= 64_000_000, (traced, own)
+
+
+def test_rest_is_the_anonymous_rss_no_holder_has():
+    b = arenapool.breakdown()
+    assert b.rss > 0 and b.anonymous > 0
+    assert b.rest == b.anonymous - b.attributed
+    assert b.files + b.shared + b.anonymous <= b.rss + 4 * MiB  # read at nearly the same time
+    text = str(b)
+    for holder in ("arenapool", "glibc", "pymalloc", "rest"):
+        assert holder in text
+    assert pickle.loads(pickle.dumps(b)) == b
+
+
+def test_where_prints_the_breakdown():
+    out = subprocess.run([sys.executable, "-m", "arenapool.where"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("RSS ") and "pymalloc" in out.stdout, out.stdout
+    assert "Warning" not in out.stderr, out.stderr
