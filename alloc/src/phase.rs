@@ -429,6 +429,7 @@ fn begin() -> Result<u32, Error> {
             }
             return Err(e.into());
         }
+        RETURNED_AT_OPEN.store(report::returned_by(ARENAS.indices()), Ordering::Relaxed);
         route::open(phase_threshold());
     }
     *open += 1;
@@ -437,10 +438,15 @@ fn begin() -> Result<u32, Error> {
     Ok(fork::generation())
 }
 
+/// What the phase arenas had given back when the first of the phases open now opened
+/// (written and read under the lock of [`OPEN`]).
+static RETURNED_AT_OPEN: AtomicUsize = AtomicUsize::new(0);
+
 /// Ends a phase: the last one stops routing, then gives every free page of the phase
 /// arenas back (and from then on each page freed in them), then trims the others.
-/// Returns what the phase arenas gave back meanwhile and the time it took (nothing,
-/// but for the last one).
+/// Returns what the phase arenas gave back since the first of the open phases opened
+/// (their bound's purges while open, see [`crate::phase_peak`], and the end's), and the
+/// time the end took (nothing, but for the last one).
 fn end() -> (usize, Duration) {
     let mut open = open_count();
     *open = open.saturating_sub(1);
@@ -448,7 +454,6 @@ fn end() -> (usize, Duration) {
         return (0, Duration::ZERO);
     }
     let started = Instant::now();
-    let returned_before = report::returned_by(ARENAS.indices());
     route::close();
     // Small objects this thread freed go back to their arenas before those are purged.
     // No call here can fail for arenas that exist; if one did, the cost is pages left
@@ -464,7 +469,8 @@ fn end() -> (usize, Duration) {
             let _ = purge::purge(index);
         }
     }
-    let returned = report::returned_by(ARENAS.indices()).saturating_sub(returned_before);
+    let returned = report::returned_by(ARENAS.indices())
+        .saturating_sub(RETURNED_AT_OPEN.load(Ordering::Relaxed));
     c_heap::trim_after_phase();
     (returned, started.elapsed())
 }
