@@ -123,7 +123,9 @@ pub struct WorkTotals {
     pub ended: u64,
     /// Bytes their arenas gave back to the OS, from the arenas' own counts: for a
     /// scope, from its start to the end of its give back, as its
-    /// [`Report`](crate::Report) counts; for a phase or a job, what its end gave back
+    /// [`Report`](crate::Report) counts; for a job, what its end gave back; for a
+    /// phase, what the phase arenas gave back from the opening of the first of the
+    /// phases open to its end (the bound's purges while it was open, and the end's)
     /// (phases, or jobs of one pool, that overlap share arenas, and the last to end
     /// gives back for all; a pool that keeps its pages warm gives back later, and
     /// counts nothing here). What a phase's end purges from jemalloc's own arenas, and
