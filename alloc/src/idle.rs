@@ -10,20 +10,22 @@
 //! path for the delay ([`DEFAULT_MS`], or [`set_idle_return`]'s) is taken to be idle,
 //! and what its arenas hold free is given back, as [`trim`](crate::trim) gives it back
 //! (without flushing any thread's cache). While the process works, nothing changes:
-//! jemalloc's arenas keep their decay, so the thread costs a wake-up per delay at most,
-//! and nothing once the process is idle.
+//! jemalloc's arenas keep their decay, the thread wakes four times per delay to look,
+//! and once the process is idle and its memory given back, it sleeps until the next
+//! large block.
 //!
 //! Two other ways were measured against this one, with the benchmark suite's
 //! workloads that start threads of their own (docs/design.md has the figures): jemalloc's
-//! background threads, with its arenas' decay shortened to the delay, made them up to
-//! 2x slower (the threads are woken by large frees in arenas whose decay is -1 or 0,
-//! this crate's); a timer that ran the decay of jemalloc's arenas shortened to the
+//! background threads, with its arenas' decay shortened to the delay, made two of them
+//! 1.6x and 1.9x slower (the threads are woken by large frees in arenas whose decay is
+//! -1 or 0, this crate's); a timer that ran the decay of jemalloc's arenas shortened to the
 //! delay made jemalloc purge more often inside `malloc` and `free` while work runs.
 //!
 //! The thread starts on the first use of the large path (or a call of
 //! [`set_idle_return`] or [`idle_return`]); again in a child made by `fork`, which has
 //! none of its parent's threads.
 
+use std::io::Write;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::thread::{self, Thread};
@@ -55,7 +57,8 @@ const NOTHING: u8 = 4;
 /// Called on the allocator's large path (allocations, reallocations and frees of
 /// [`FLOOR`](crate::route::FLOOR) bytes and more): makes the setting if it is not made
 /// yet, and tells the thread the path was used, waking it if it sleeps. One relaxed load
-/// when there is nothing to do, which is always the case while the process works.
+/// when there is nothing to do: while the process works, all but the first use after
+/// each of the thread's looks.
 #[inline]
 pub(crate) fn notice() {
     if NOTICE.load(Ordering::Relaxed) < USED {
@@ -146,15 +149,19 @@ fn after_fork_in_child() {
 fn from_environment() -> u64 {
     match std::env::var(IDLE_RETURN_ENV) {
         Err(std::env::VarError::NotPresent) => DEFAULT_MS,
+        // Written, not `eprintln!`ed: this runs inside the allocator, and a failed
+        // write to stderr must not panic there.
         Ok(value) => parse(&value).unwrap_or_else(|()| {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "arenapool: {IDLE_RETURN_ENV}={value:?} is not `off` or a delay above 0 \
                  (`1000` or `1000ms`, `2s`): memory goes back after {DEFAULT_MS} ms idle"
             );
             DEFAULT_MS
         }),
         Err(std::env::VarError::NotUnicode(_)) => {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "arenapool: {IDLE_RETURN_ENV} is not valid Unicode: memory goes back after \
                  {DEFAULT_MS} ms idle"
             );

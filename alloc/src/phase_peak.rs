@@ -66,9 +66,8 @@ pub(crate) fn freed(size: usize) {
 }
 
 /// Looks at the pages the phase arenas hold and gives their free ones back if they
-/// pass [`bound`]. Runs inside the allocator: nothing
-/// here allocates or unwinds, and a control call that fails leaves the pages for the
-/// next look or the phase's end.
+/// pass [`bound`]. Runs inside the allocator: nothing here allocates or unwinds, and a
+/// control call that fails leaves the pages for the next look or the phase's end.
 #[cold]
 #[inline(never)]
 fn look() {
