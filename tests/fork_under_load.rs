@@ -1,6 +1,7 @@
-//! `fork` while other threads open and end phases, run pool jobs and scopes, and free
-//! large blocks: no child waits for a lock of arenapool's held by a thread it does not
-//! have. Each child opens a phase, enters a scope and builds a new pool of its own, checks
+//! `fork` while other threads open and end labelled phases (making their label under
+//! the labels' lock each round), run pool jobs and scopes, and free large blocks: no
+//! child waits for a lock of arenapool's held by a thread it does not have. Each child
+//! makes a label, opens a phase under it, enters a scope and builds a new pool, checks
 //! what they computed and exits 0; a child still running after its deadline counts as
 //! hung (and is killed), so a hang fails the test instead of hanging it.
 //!
@@ -36,7 +37,11 @@ fn check(blocks: &[Vec<u8>], seed: u8) -> bool {
 
 /// What each child does: a phase, a scope, a new pool; the exit code says what failed.
 fn child() -> i32 {
-    let in_phase = arenapool::phase(|| blocks(8, 1));
+    // The labels' lock is free in the child, and a new label is made.
+    let Ok(label) = arenapool::Label::new("child") else {
+        return 7;
+    };
+    let in_phase = label.phase(|| blocks(8, 1));
     if !check(&in_phase, 1) {
         return 2;
     }
@@ -128,7 +133,9 @@ fn children_forked_under_load_never_hang() {
         load.push(thread::spawn(move || {
             let mut first = true;
             while first || !stop.load(Ordering::Relaxed) {
-                let made = arenapool::phase(|| blocks(4, seed));
+                // Each label is looked up under the labels' lock, on every round.
+                let label = arenapool::Label::new(&format!("load-{seed}")).expect("a label");
+                let made = label.phase(|| blocks(4, seed));
                 assert!(check(&made, seed));
                 drop(made);
                 if std::mem::take(&mut first) {

@@ -83,22 +83,38 @@ pub(crate) fn trim_after_phase() -> bool {
 mod imp {
     use super::CHeap;
 
-    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     type MallInfo2 = unsafe extern "C" fn() -> libc::mallinfo2;
+
+    /// `mallinfo2`'s address once looked up: [`UNKNOWN`] before, [`MISSING`] where
+    /// glibc has none. No lock and no wait: threads that race to look it up each do
+    /// (the same answer), so a `fork` at any point leaves the child nothing to wait for.
+    static FOUND: AtomicUsize = AtomicUsize::new(UNKNOWN);
+    const UNKNOWN: usize = 0;
+    const MISSING: usize = 1;
 
     /// `mallinfo2`, looked up once at run time: glibc has it from 2.33 on, and a
     /// program linked against it would not start on an older one.
     fn mallinfo2() -> Option<MallInfo2> {
-        static FOUND: OnceLock<Option<MallInfo2>> = OnceLock::new();
-        *FOUND.get_or_init(|| {
+        let mut found = FOUND.load(Ordering::Acquire);
+        if found == UNKNOWN {
             // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only looks
             // the symbol up.
             let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallinfo2".as_ptr()) };
-            // SAFETY: glibc's `mallinfo2` has this signature (malloc.h); a null
-            // pointer (no such symbol) is `None`.
-            unsafe { std::mem::transmute::<*mut libc::c_void, Option<MallInfo2>>(symbol) }
-        })
+            found = if symbol.is_null() {
+                MISSING
+            } else {
+                symbol as usize
+            };
+            FOUND.store(found, Ordering::Release);
+        }
+        if found == MISSING {
+            return None;
+        }
+        // SAFETY: `found` is the non-null address `dlsym` gave for glibc's `mallinfo2`,
+        // which has this signature (malloc.h).
+        Some(unsafe { std::mem::transmute::<usize, MallInfo2>(found) })
     }
 
     pub(super) fn figures() -> Option<CHeap> {

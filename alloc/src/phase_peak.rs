@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::route::PHASE_ARENAS;
 use crate::table::Use;
-use crate::{ctl, map, purge, table};
+use crate::{ctl, fork, map, purge, table};
 
 /// How many bytes freed into the phase arenas make a look at what they hold.
 const LOOK_EVERY: usize = 16 << 20;
@@ -71,6 +71,9 @@ pub(crate) fn freed(size: usize) {
 #[cold]
 #[inline(never)]
 fn look() {
+    // In a section: a `fork` waits for the look to end, so that no child inherits the
+    // flag below set by a thread it does not have.
+    let _section = fork::section();
     if LOOKING.swap(true, Ordering::Acquire) {
         return;
     }
