@@ -124,12 +124,11 @@ unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
 #[inline(never)]
 unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
     idle::notice();
-    let kept = phase_peak::kept(ptr);
     // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
-    purge::free(ptr, Some(layout.size()), || unsafe {
+    let arena = purge::free(ptr, Some(layout.size()), || unsafe {
         Jemalloc.dealloc(ptr, layout)
     });
-    if kept {
+    if arena.is_some_and(phase_peak::keeps) {
         phase_peak::freed(layout.size());
     }
 }

@@ -45,18 +45,22 @@ static FREED: AtomicUsize = AtomicUsize::new(0);
 /// A thread is looking (only one at a time: the others go on).
 static LOOKING: AtomicBool = AtomicBool::new(false);
 
-/// Whether `ptr`, about to be freed, lies in a phase arena that keeps freed pages (a
-/// phase is open). Called before the free: after it, the block's granule may belong to
-/// no one. The map's two loads, and the arena's entry.
+/// Whether arena `index` is a phase arena that keeps freed pages (a phase is open).
 #[inline]
-pub(crate) fn kept(ptr: *const u8) -> bool {
-    map::arena_of(ptr as usize).is_some_and(|index| {
-        let arena = table::arena(index);
-        arena.serves() == Use::Phase && !arena.idle.load(Ordering::Relaxed)
-    })
+pub(crate) fn keeps(index: u32) -> bool {
+    let arena = table::arena(index);
+    arena.serves() == Use::Phase && !arena.idle.load(Ordering::Relaxed)
 }
 
-/// Counts `size` bytes just freed into a phase arena that keeps freed pages ([`kept`]),
+/// Whether `ptr`, about to be freed, lies in a phase arena that keeps freed pages: for
+/// frees that do not know their size, which must be read before the free. The map's
+/// two loads, and the arena's entry.
+#[inline]
+pub(crate) fn kept(ptr: *const u8) -> bool {
+    map::arena_of(ptr as usize).is_some_and(keeps)
+}
+
+/// Counts `size` bytes just freed into a phase arena that keeps freed pages ([`keeps`]),
 /// and looks at what the phase arenas hold once [`LOOK_EVERY`] bytes were freed.
 #[inline]
 pub(crate) fn freed(size: usize) {

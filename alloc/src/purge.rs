@@ -178,15 +178,20 @@ pub(crate) fn purge(index: u32) -> CtlResult<()> {
 /// `size` is the block's size if the free goes through the thread's cache (which holds
 /// blocks up to `tcache_max`, and gives them to their arena only later), `None` if it
 /// goes straight to the arena.
+///
+/// Returns the arena of this crate's the block was freed into (`None` for a block of
+/// jemalloc's own arenas, or one a thread's cache took, which were not looked up).
 #[inline]
-pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
+pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) -> Option<u32> {
     if size.is_some_and(|size| size < UNCACHED_FROM.load(Ordering::Relaxed)) {
-        return free_it();
+        free_it();
+        return None;
     }
     // Looked up before the free, which may hand the granule's pages back, but reads
     // only the map: the block's memory is not touched.
     let Some(index) = map::arena_of(ptr as usize) else {
-        return free_it();
+        free_it();
+        return None;
     };
     let before = hooks::gave_back_here();
     {
@@ -202,6 +207,7 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) {
     if hooks::gave_back_here() == before && idle {
         purge_skipped(index);
     }
+    Some(index)
 }
 
 #[cold]

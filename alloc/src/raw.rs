@@ -106,7 +106,7 @@ impl RawAlloc {
             let kept = phase_peak::kept(ptr).then(|| unsafe { ffi::sallocx(ptr.cast(), 0) });
             // SAFETY: a live block of jemalloc's, freed once (the caller's contract),
             // straight to its arena.
-            purge::free(ptr, None, || unsafe {
+            let _ = purge::free(ptr, None, || unsafe {
                 ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE)
             });
             if let Some(size) = kept {
