@@ -84,6 +84,10 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
       (worker threads of any pool, the threads that unpickle a pool's results). A
       context that set one of its own (``PyDataMem_SetHandler``) gets a wrapper of it
       when ``install()`` is called there.
+    - pymalloc's arena allocator, wrapped once per process to know its arenas, so that
+      a phase's end can give back the pages of its free pools (CPython 3.10 to 3.14;
+      see :func:`set_release`). It only records arenas, and stays after
+      :func:`uninstall`.
 
     Installing again is cheap and changes nothing but the threshold (and wraps the
     calling context's own handler if it has one). :func:`phase` installs the hooks if
@@ -106,6 +110,7 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
     if threshold is not None:
         set_threshold(threshold)
     _arenapool.install_raw()
+    _arenapool.install_pymalloc_pools()
     if numpy is None:
         numpy = _numpy_ready()
     elif numpy and not _numpy_ready():
@@ -225,8 +230,8 @@ class phase(contextlib.ContextDecorator):
         print(p.report)       # ran 5.1s, gave back 1.4 GiB in 60ms; RSS ...
 
     When the last open phase ends, the process's other allocators give back their free
-    memory too, each if it holds enough: glibc's heaps (``malloc_trim(0)``) and Arrow's
-    pools if pyarrow is imported (``release_unused()``); :attr:`released` says what
+    memory too, each if it holds enough: glibc's heaps (``malloc_trim(0)``), pymalloc's
+    free pools, and Arrow's pools if pyarrow is imported (``release_unused()``); :attr:`released` says what
     each gave back and how long it took, and :func:`set_release` switches them. Until
     the next phase opens, a watcher thread does the same every second for what the
     program drops later.

@@ -28,6 +28,10 @@ __all__ = [
     "install_numpy_default",
     "uninstall_numpy",
     "numpy_installed",
+    "install_pymalloc_pools",
+    "give_back_pymalloc_pools",
+    "pymalloc_free_pools",
+    "pymalloc_arenas_made",
 ]
 
 class ArenaPoolError(RuntimeError):
@@ -173,3 +177,18 @@ def uninstall_numpy() -> bool:
 
 def numpy_installed() -> bool:
     """Whether arenapool's handler is in force in the current context."""
+
+def install_pymalloc_pools() -> bool:
+    """Wraps pymalloc's arena allocator to record its arenas (once per process);
+    whether free pools can be given back here (CPython 3.10 to 3.14)."""
+
+def give_back_pymalloc_pools() -> Tuple[int, int]:
+    """Gives back the pages of pymalloc's free pools, headers aside; bytes of them
+    resident before and after."""
+
+def pymalloc_free_pools() -> Tuple[int, int]:
+    """Bytes of the pages of pymalloc's free pools, headers aside: resident, and not
+    resident (given back, or never touched)."""
+
+def pymalloc_arenas_made() -> int:
+    """How many arenas pymalloc has mapped since its arena allocator was wrapped."""

@@ -29,7 +29,8 @@ The holders:
   figures but are no longer resident, and the rest can then come out negative.
 - **pymalloc**: CPython's allocator of objects up to 512 bytes, from the statistics
   ``sys._debugmallocstats()`` prints: bytes in allocated blocks, and the rest of its
-  arenas (1 MiB each).
+  arenas (1 MiB each) that is resident; the pages of its free pools that are not
+  (given back, see :func:`arenapool.set_release`) are shown apart.
 - **Arrow**: each of pyarrow's memory pools (only if pyarrow is already imported; it
   is never imported here): ``bytes_allocated()`` and ``max_memory()``. pyarrow does
   not say how much freed memory a pool still holds; that is in the rest, and
@@ -136,10 +137,10 @@ class Breakdown:
         else:
             lines.append("  glibc                   (not glibc 2.33 or later: no figures)")
         if self.pymalloc is not None:
-            lines.append(
-                row("pymalloc", "in use", self.pymalloc.in_use, "free", self.pymalloc.free,
-                    f"{self.pymalloc.arenas} arenas")
-            )
+            note = f"{self.pymalloc.arenas} arenas"
+            if self.pymalloc.given_back:
+                note += f", {self.pymalloc.given_back / _MiB:.1f} MiB of free pools given back"
+            lines.append(row("pymalloc", "in use", self.pymalloc.in_use, "free", self.pymalloc.free, note))
         else:
             lines.append("  pymalloc                (no figures: not in use, or tracemalloc traces)")
         for pool in self.arrow:

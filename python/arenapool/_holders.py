@@ -5,7 +5,9 @@ given back where the holder can be asked to.
   ``malloc_trim(0)``.
 - pymalloc, CPython's allocator of small objects: the figures CPython prints for
   ``sys._debugmallocstats()``, written by ``_PyObject_DebugMallocStats`` into a memory
-  stream instead of standard error.
+  stream instead of standard error, and which pages of its free pools are resident
+  (``mincore``); the pages of free pools given back (see
+  :func:`release_pymalloc`).
 - Arrow's memory pools, when pyarrow is already imported (never imported here):
   ``bytes_allocated()`` of each, given back with ``release_unused()``.
 - numpy's array data, while ``tracemalloc`` traces: the bytes traced in numpy's
@@ -34,6 +36,7 @@ __all__ = [
     "pymalloc",
     "release_arrow",
     "release_glibc",
+    "release_pymalloc",
 ]
 
 
@@ -72,9 +75,13 @@ class Pymalloc(NamedTuple):
     in_use: int
     """Bytes in allocated blocks."""
     free: int
-    """The rest of its arenas: blocks available in used pools, unused pools, headers."""
+    """The rest of its arenas that is resident: blocks available in used pools, unused
+    pools, headers."""
     arenas: int
     """Arenas allocated now."""
+    given_back: int = 0
+    """Bytes of its free pools' pages that are not resident: given back (see
+    :func:`arenapool.set_release`), or never touched. Not counted in ``free``."""
 
 
 class ArrowPool(NamedTuple):
@@ -94,7 +101,7 @@ class Release(NamedTuple):
     """What asking one holder to give back its free memory did."""
 
     holder: str
-    """``glibc`` or ``arrow:<backend>``."""
+    """``glibc``, ``pymalloc`` or ``arrow:<backend>``."""
     rss_returned: int
     """How much the process's RSS fell during the call, in bytes (other threads'
     allocations meanwhile count against it)."""
@@ -215,8 +222,33 @@ def parse_pymalloc(text: str) -> Optional[Pymalloc]:
 
 def pymalloc() -> Optional[Pymalloc]:
     """pymalloc's arenas now; ``None`` if pymalloc is not in use or cannot be read."""
+    from ._arenapool import pymalloc_free_pools
+
     text = _debug_malloc_stats()
-    return None if text is None else parse_pymalloc(text)
+    figures = None if text is None else parse_pymalloc(text)
+    if figures is None:
+        return None
+    _, not_resident = pymalloc_free_pools()
+    return figures._replace(free=max(0, figures.free - not_resident), given_back=not_resident)
+
+
+def release_pymalloc(min_bytes: int) -> Optional[Release]:
+    """Give back the pages of pymalloc's free pools, if at least ``min_bytes`` of them
+    are resident: pymalloc unmaps an arena only once all of its pools are free, and
+    otherwise keeps the pages of its free pools (16 KiB each). Each free pool keeps its
+    first page, which holds its header. Works on CPython 3.10 to 3.14, for the arenas
+    pymalloc made after :func:`arenapool.install`, while the main interpreter is the
+    only one; ``None`` when it gave nothing back."""
+    from ._arenapool import give_back_pymalloc_pools, pymalloc_free_pools
+
+    resident, _ = pymalloc_free_pools()
+    if resident < max(min_bytes, 1):
+        return None
+    before = _rss()
+    started = time.perf_counter()
+    give_back_pymalloc_pools()
+    seconds = time.perf_counter() - started
+    return Release("pymalloc", max(0, before - _rss()), seconds)
 
 
 def _pools() -> List[Tuple[Any, bool]]:

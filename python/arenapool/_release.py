@@ -1,6 +1,7 @@
 """When the last phase ends, the process's other allocators give back what they hold
-too: glibc (``malloc_trim(0)``) and Arrow's pools (``release_unused()``), each only
-when its own counters say it has enough free to pay for the call. A watcher thread
+too: glibc (``malloc_trim(0)``), pymalloc (the pages of its free pools) and Arrow's
+pools (``release_unused()``), each only when its own counters say it has enough free
+to pay for the call. A watcher thread
 then does the same every ``watch`` seconds while no phase is open, for what is
 dropped after the phase (a data frame built in it and deleted later).
 """
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 import threading
 from typing import Deque, List, Optional, Tuple
 
 from . import _holders
-from ._arenapool import phase_is_open
+from ._arenapool import phase_is_open, pymalloc_arenas_made
 from ._holders import Release
 
 __all__ = ["recent_releases", "release_others", "set_release", "start_watcher", "use_arrow_jemalloc"]
@@ -21,6 +23,7 @@ __all__ = ["recent_releases", "release_others", "set_release", "start_watcher", 
 _MiB = 2**20
 
 _glibc_on = True
+_pymalloc_on = True
 _arrow_on = True
 _min_bytes = 1 * _MiB
 _watch: Optional[float] = 1.0
@@ -29,12 +32,22 @@ _lock = threading.Lock()
 # glibc's in-use and free bytes after its last trim: a trim is worth its call only if
 # at least `_min_bytes` is free and the heaps changed by as much since.
 _glibc_mark: Optional[Tuple[int, int]] = None
+# pymalloc at its last look: its allocated blocks (sys.getallocatedblocks()), the most
+# seen since, and the arenas it had made. A look is worth it once it has made an arena
+# since (a phase's work may have freed its objects by its end), or freed enough blocks.
+_pymalloc_mark: Optional[int] = None
+_pymalloc_high = 0
+_pymalloc_arenas = 0
+# Blocks freed since the last look before pymalloc's free pools are looked at again:
+# at 16 to 512 bytes each, from 64 KiB to 2 MiB.
+_PYMALLOC_FREED_BLOCKS = 4096
 _recent: Deque[Release] = collections.deque(maxlen=64)
 
 
 def set_release(
     *,
     glibc: Optional[bool] = None,
+    pymalloc: Optional[bool] = None,
     arrow: Optional[bool] = None,
     min_bytes: Optional[int] = None,
     watch: Optional[float] = None,
@@ -45,6 +58,11 @@ def set_release(
     Args:
         glibc: ``malloc_trim(0)`` when glibc's heaps hold at least ``min_bytes`` free
             and have changed by as much since the last trim (on by default).
+        pymalloc: give back the pages of pymalloc's free pools when at least
+            ``min_bytes`` of them are resident (on by default): pymalloc unmaps an arena
+            of 1 MiB only once every pool in it is free, so a few objects that live on
+            keep the free pools around them. Each free pool (16 KiB) keeps its first
+            page. CPython 3.10 to 3.14, arenas made after :func:`arenapool.install`.
         arrow: ``release_unused()`` on each of Arrow's pools that has freed at least
             ``min_bytes`` since its last release, if pyarrow is already imported (on
             by default; pyarrow is never imported for it).
@@ -52,7 +70,7 @@ def set_release(
         watch: seconds between the watcher's checks, while no phase is open, for
             memory dropped after a phase ended (1.0); ``0`` stops the watcher.
     """
-    global _glibc_on, _arrow_on, _min_bytes, _watch
+    global _glibc_on, _pymalloc_on, _arrow_on, _min_bytes, _watch
     if min_bytes is not None:
         if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
             raise ValueError(f"min_bytes must be an int of 0 or more (bytes), not {min_bytes!r}")
@@ -64,6 +82,8 @@ def set_release(
         _wake.set()  # a running watcher takes the new interval, or stops
     if glibc is not None:
         _glibc_on = bool(glibc)
+    if pymalloc is not None:
+        _pymalloc_on = bool(pymalloc)
     if arrow is not None:
         _arrow_on = bool(arrow)
 
@@ -77,15 +97,27 @@ def _glibc_worth_it(figures: _holders.Glibc) -> bool:
     return abs(figures.in_use - in_use) + abs(figures.free - free) >= _min_bytes
 
 
+def _pymalloc_worth_a_look() -> bool:
+    global _pymalloc_high
+    blocks = sys.getallocatedblocks()
+    _pymalloc_high = max(_pymalloc_high, blocks)
+    return (
+        _pymalloc_mark is None
+        or pymalloc_arenas_made() != _pymalloc_arenas
+        or _pymalloc_high - blocks >= _PYMALLOC_FREED_BLOCKS
+    )
+
+
 def release_others(*, _any_thread: bool = False) -> List[Release]:
-    """Ask glibc and Arrow's pools to give back their free memory now, each only if it
-    holds enough (see :func:`set_release`); what each gave back and how long it took.
+    """Ask glibc, pymalloc and Arrow's pools to give back their free memory now, each
+    only if it holds enough (see :func:`set_release`); what each gave back and how long
+    it took.
 
     Arrow's default pool on Linux is mimalloc's, whose release reaches only the memory
     of the thread that calls it: buffers made on other threads (a thread pool's, Dask's
     workers') stay held. :func:`use_arrow_jemalloc` avoids that.
     """
-    global _glibc_mark
+    global _glibc_mark, _pymalloc_mark, _pymalloc_high, _pymalloc_arenas
     done: List[Release] = []
     with _lock:
         if _glibc_on:
@@ -96,6 +128,12 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
                     done.append(released)
                 after = _holders.glibc()
                 _glibc_mark = None if after is None else (after.in_use, after.free)
+        if _pymalloc_on and _pymalloc_worth_a_look():
+            released = _holders.release_pymalloc(_min_bytes)
+            if released is not None:
+                done.append(released)
+            _pymalloc_mark = _pymalloc_high = sys.getallocatedblocks()
+            _pymalloc_arenas = pymalloc_arenas_made()
         if _arrow_on:
             done.extend(_holders.release_arrow(_min_bytes, _any_thread))
         _recent.extend(done)

@@ -5,7 +5,8 @@ one line::
     client = Client(...)
     arenapool.dask.install(client)
 
-- **The client.** Every gather of results is a phase: ``client.gather``,
+- **The client.** Every gather of results of ``client`` (of every client, if
+  :func:`install` is called without one) is a phase: ``client.gather``,
   ``client.compute(...).result()``, ``future.result()``, ``dask.compute`` and
   ``collection.compute()`` (all of them gather), and every ``joblib.Parallel`` call,
   the ones under ``joblib.parallel_backend("dask")`` included (see
@@ -27,7 +28,10 @@ Dask's own memory management goes on as before: the nanny's trim threshold
 worker spills or drops goes back to the OS at once when it was made in a phase.
 
 Where each worker's memory is: :func:`breakdowns` (``client.run(arenapool.breakdown)``),
-or ``python -m arenapool.where --scheduler ADDRESS``.
+``python -m arenapool.where --scheduler ADDRESS``, or each worker's own ``/metrics``
+page (Dask's Prometheus endpoint): with ``prometheus_client`` installed, the plugin adds
+arenapool's metrics and ``arenapool_holder_bytes{holder,state}`` there
+(:mod:`arenapool.prometheus`).
 """
 
 from __future__ import annotations
@@ -56,15 +60,19 @@ class WorkerPhases(WorkerPlugin):
             between two tasks of one computation keeps its phase.
         arrow_jemalloc: make Arrow's jemalloc pool the worker's default
             (:func:`arenapool.use_arrow_jemalloc`).
+        metrics: add arenapool's metrics and the worker's memory by holder to the
+            worker's ``/metrics`` page, if ``prometheus_client`` is installed (Dask's
+            workers serve ``prometheus_client``'s default registry there).
     """
 
     name = "arenapool"
 
-    def __init__(self, idle: float = 0.1, arrow_jemalloc: bool = True) -> None:
+    def __init__(self, idle: float = 0.1, arrow_jemalloc: bool = True, metrics: bool = True) -> None:
         if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not idle >= 0:
             raise ValueError(f"idle must be a number of seconds, 0 or more; got {idle!r}")
         self.idle = float(idle)
         self.arrow_jemalloc = arrow_jemalloc
+        self.metrics = metrics
         self._worker: Optional[Worker] = None
         self._phase: Optional[phase] = None
         self._ending: Optional[asyncio.TimerHandle] = None
@@ -72,7 +80,7 @@ class WorkerPhases(WorkerPlugin):
         """Phases this worker has ended."""
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"idle": self.idle, "arrow_jemalloc": self.arrow_jemalloc}
+        return {"idle": self.idle, "arrow_jemalloc": self.arrow_jemalloc, "metrics": self.metrics}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -81,6 +89,8 @@ class WorkerPhases(WorkerPlugin):
         if self.arrow_jemalloc:
             _release.use_arrow_jemalloc()
         install_hooks()
+        if self.metrics:
+            _register_metrics()
         self._worker = worker
 
     def teardown(self, worker: Worker) -> None:
@@ -119,6 +129,23 @@ class WorkerPhases(WorkerPlugin):
             self.phases += 1
 
 
+_metrics_registered = False
+
+
+def _register_metrics() -> None:
+    """arenapool's collectors on ``prometheus_client``'s default registry, once per
+    process, if ``prometheus_client`` is installed."""
+    global _metrics_registered
+    if _metrics_registered:
+        return
+    try:
+        from . import prometheus
+    except ImportError:
+        return
+    prometheus.register(breakdown=True)
+    _metrics_registered = True
+
+
 async def dask_setup(worker: Worker) -> None:
     """``dask worker --preload arenapool.dask``: :class:`WorkerPhases` on this worker."""
     await worker.plugin_add(WorkerPhases(), name=WorkerPhases.name)
@@ -128,24 +155,36 @@ _original_gather: Optional[Callable[..., Awaitable[Any]]] = None
 
 
 def _in_phase(gather: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(gather)
-    async def gather_in_phase(self: Client, *args: Any, **kwargs: Any) -> Any:
-        with phase():
-            return await gather(self, *args, **kwargs)
+    """``gather`` (a client's ``_gather``, bound or not) run in a phase."""
 
+    @functools.wraps(gather)
+    async def gather_in_phase(*args: Any, **kwargs: Any) -> Any:
+        with phase():
+            return await gather(*args, **kwargs)
+
+    gather_in_phase.__arenapool_phase__ = True  # type: ignore[attr-defined]
     return gather_in_phase
 
 
+def _client_in_phases(client: Client) -> bool:
+    return getattr(vars(client).get("_gather"), "__arenapool_phase__", False)
+
+
 def install(client: Optional[Client] = None, *, workers: bool = True, **plugin: Any) -> None:
-    """Every gather of every client a phase, every ``joblib.Parallel`` call too (if
-    joblib is installed), and, given ``client`` and ``workers``, :class:`WorkerPhases`
-    on its workers, made with the keyword arguments ``plugin`` (``idle``,
-    ``arrow_jemalloc``). Calling it again changes nothing but the workers' plugin.
+    """Every gather a phase, and every ``joblib.Parallel`` call too (if joblib is
+    installed): those of ``client`` if given, of every client of the process if not.
+    Given ``client`` and ``workers``, :class:`WorkerPhases` on its workers too, made with
+    the keyword arguments ``plugin`` (``idle``, ``arrow_jemalloc``, ``metrics``). Calling
+    it again changes nothing but the workers' plugin.
     """
     global _original_gather
-    if _original_gather is None:
-        _original_gather = Client._gather
-        Client._gather = _in_phase(_original_gather)  # type: ignore[method-assign,assignment]
+    if client is None:
+        if _original_gather is None:
+            _original_gather = Client._gather
+            Client._gather = _in_phase(_original_gather)  # type: ignore[method-assign,assignment]
+    elif not _client_in_phases(client):
+        # The client's own attribute: other clients of the process are left as they are.
+        client._gather = _in_phase(client._gather)  # type: ignore[method-assign,assignment]
     try:
         from . import joblib as arenapool_joblib
     except ImportError:
@@ -157,19 +196,30 @@ def install(client: Optional[Client] = None, *, workers: bool = True, **plugin: 
 
 
 def uninstall(client: Optional[Client] = None) -> None:
-    """Undo :func:`install`: gathers are no longer phases (joblib's calls stay phases
-    until :func:`arenapool.joblib.uninstall`), and, given ``client``, its workers lose
-    the plugin (a phase open on them ends)."""
+    """Undo :func:`install`: given ``client``, its gathers are no longer phases (unless
+    :func:`install` was called without a client) and its workers lose the plugin (a
+    phase open on them ends); without, gathers of every client are no longer phases
+    but those of clients :func:`install` was given. joblib's calls stay phases until
+    :func:`arenapool.joblib.uninstall`."""
     global _original_gather
-    if _original_gather is not None:
-        Client._gather = _original_gather  # type: ignore[method-assign,assignment]
-        _original_gather = None
-    if client is not None:
+    if client is None:
+        if _original_gather is not None:
+            Client._gather = _original_gather  # type: ignore[method-assign,assignment]
+            _original_gather = None
+        return
+    if _client_in_phases(client):
+        del client._gather
+    try:
         client.unregister_worker_plugin(WorkerPhases.name)
+    except ValueError:  # installed with workers=False: no plugin to take off
+        pass
 
 
-def installed() -> bool:
-    """Whether :func:`install` is in effect on the client side."""
+def installed(client: Optional[Client] = None) -> bool:
+    """Whether :func:`install` is in effect on the client side: for ``client`` if given
+    (by itself or for every client), for every client if not."""
+    if client is not None and _client_in_phases(client):
+        return True
     return _original_gather is not None
 
 

@@ -148,6 +148,44 @@ print(json.dumps([[b.anonymous, b.rest, [p.allocated for p in b.arrow]] for b in
         assert anon_after <= anon_before + 96 * MiB, figures
 
 
+def test_install_with_a_client_leaves_other_clients_alone():
+    # Phases counted by what each gather ends; an in-process cluster, no memory asserted.
+    ended = run_fresh(
+        """
+        import json
+        import arenapool, arenapool.dask
+        from distributed import Client, LocalCluster
+
+        def phases():
+            return arenapool.stats()['arenapool_work_ended_total{name="",work="phase"}']
+
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, \\
+                    Client(cluster) as mine, Client(cluster) as other:
+                arenapool.dask.install(mine, workers=False)
+                counts = [phases()]
+                mine.gather(mine.submit(sum, [1, 2]))
+                counts.append(phases())
+                other.gather(other.submit(sum, [3, 4]))
+                counts.append(phases())
+                installed = [arenapool.dask.installed(mine), arenapool.dask.installed(other)]
+                arenapool.dask.uninstall(mine)
+                mine.gather(mine.submit(sum, [5, 6]))
+                counts.append(phases())
+                installed.append(arenapool.dask.installed(mine))
+                arenapool.dask.install()  # every client
+                other.gather(other.submit(sum, [7, 8]))
+                counts.append(phases())
+                print(json.dumps([counts, installed]))
+        """,
+        timeout=300,
+    )
+    counts, installed = ended
+    steps = [b - a for a, b in zip(counts, counts[1:])]
+    assert steps == [1, 0, 0, 1], counts
+    assert installed == [True, False, False], installed
+
+
 def test_preload_installs_the_plugin():
     plugins = run_fresh(
         """
@@ -164,10 +202,34 @@ def test_preload_installs_the_plugin():
     assert all("arenapool" in names for names in plugins), plugins
 
 
+@pytest.mark.parametrize("metrics", [True, False])
+def test_workers_metrics_page_has_arenapools(metrics):
+    pages = run_fresh(
+        f"""
+        import json, urllib.request
+        import arenapool.dask
+        from distributed import Client, LocalCluster
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=1, processes=True, dashboard_address=None) as cluster, \\
+                    Client(cluster) as client:
+                arenapool.dask.install(client, metrics={metrics})
+                ports = client.run(lambda dask_worker: dask_worker.http_server.port)
+                pages = [urllib.request.urlopen(f"http://127.0.0.1:{{port}}/metrics").read().decode()
+                         for port in ports.values()]
+                print(json.dumps(pages))
+        """,
+        timeout=300,
+    )
+    for page in pages:
+        assert ("arenapool_jemalloc_resident_bytes" in page) == metrics, page[:2000]
+        assert ('arenapool_holder_bytes{holder="pymalloc",state="in_use"}' in page) == metrics
+        assert "dask_worker_tasks" in page  # Dask's own metrics are still there
+
+
 def test_plugin_pickles_without_its_state_and_checks_idle():
-    plugin = arenapool.dask.WorkerPhases(idle=0.5, arrow_jemalloc=False)
+    plugin = arenapool.dask.WorkerPhases(idle=0.5, arrow_jemalloc=False, metrics=False)
     copy = pickle.loads(pickle.dumps(plugin))
-    assert (copy.idle, copy.arrow_jemalloc, copy.phases) == (0.5, False, 0)
+    assert (copy.idle, copy.arrow_jemalloc, copy.metrics, copy.phases) == (0.5, False, False, 0)
     with pytest.raises(ValueError, match="idle"):
         arenapool.dask.WorkerPhases(idle=-1)
 

@@ -98,4 +98,90 @@ def test_set_release_checks_its_arguments():
         arenapool.set_release(min_bytes=-1)
     with pytest.raises(ValueError, match="watch"):
         arenapool.set_release(watch=-2.0)
-    arenapool.set_release(glibc=True, arrow=True, min_bytes=MiB, watch=1.0)
+    arenapool.set_release(glibc=True, pymalloc=True, arrow=True, min_bytes=MiB, watch=1.0)
+
+
+# pymalloc's arenas (1 MiB) each keep a few small objects that live on, and free pools
+# around them: pymalloc unmaps an arena only once all of its pools are free.
+PYMALLOC = RSS_HELPER + """
+import sys, time, arenapool
+{setting}
+with arenapool.phase():  # the hooks, and the first phase's own memory, before the start
+    pass
+start = rss()
+def arenas():
+    return arenapool.breakdown().pymalloc.arenas
+peak = 0
+def pinned_arenas(n):
+    global peak
+    objects = [(i, i + 1) for i in range(n)]  # tuples of 64 bytes, ints of 32
+    peak = arenas()
+    return objects[::8192]  # about one of each per arena
+"""
+
+
+def test_phase_end_gives_back_pymallocs_free_pools():
+    code = PYMALLOC + """
+with arenapool.phase() as p:
+    kept = pinned_arenas(2_000_000)
+    held = rss()
+print(json.dumps([start, held, rss(), [[r.holder, r.rss_returned] for r in p.released]]))
+"""
+    start, held, after, released = run_fresh(code.format(setting=""))
+    assert held >= start + 96 * MiB, (start, held)
+    assert after <= start + (held - start) / 2, (start, held, after, released)
+    assert any(h == "pymalloc" and n >= 48 * MiB for h, n in released), released
+
+
+def test_pymallocs_free_pools_stay_without_it():
+    code = PYMALLOC + """
+with arenapool.phase() as p:
+    kept = pinned_arenas(2_000_000)
+    held = rss()
+print(json.dumps([start, held, rss(), [r.holder for r in p.released]]))
+"""
+    start, held, after, released = run_fresh(code.format(setting="arenapool.set_release(pymalloc=False)"))
+    assert after >= held - 16 * MiB, (start, held, after)
+    assert "pymalloc" not in released, released
+
+
+def test_watcher_gives_back_pymallocs_free_pools_dropped_after_the_phase():
+    code = PYMALLOC + """
+kept = pinned_arenas(2_000_000)  # after the phase ended
+held = rss()
+time.sleep(2.5)
+print(json.dumps([start, held, rss()]))
+"""
+    start, held, after = run_fresh(code.format(setting=""))
+    assert after <= start + (held - start) / 2, (start, held, after)
+
+
+@pytest.mark.parametrize("mode", ["pymalloc", "pymalloc_debug"])
+def test_pools_given_back_are_used_again_whole(mode):
+    # A pool given back is set up anew when pymalloc takes it again: the same objects
+    # made again fit in the arenas there are, and hold what was written.
+    code = PYMALLOC + """
+with arenapool.phase() as p:
+    kept = pinned_arenas(2_000_000)
+given = arenapool.breakdown().pymalloc.given_back
+again = [(i, i + 1) for i in range(2_000_000)]
+ok = all(a == i and b == i + 1 for i, (a, b) in enumerate(again))
+print(json.dumps([peak, arenas(), given, ok]))
+"""
+    most, now, given, ok = run_fresh(code.format(setting=""), env={"PYTHONMALLOC": mode})
+    assert given >= 48 * MiB, given
+    assert ok
+    assert now <= most + 4, (most, now)
+
+
+def test_breakdown_counts_pools_given_back_apart():
+    code = PYMALLOC + """
+with arenapool.phase():
+    kept = pinned_arenas(2_000_000)
+    before = arenapool.breakdown().pymalloc
+after = arenapool.breakdown().pymalloc
+print(json.dumps([before.free, before.given_back, after.free, after.given_back]))
+"""
+    free_before, given_before, free_after, given_after = run_fresh(code.format(setting=""))
+    assert given_after - given_before >= 48 * MiB, (given_before, given_after)
+    assert free_after <= free_before - (given_after - given_before) + 4 * MiB

@@ -51,3 +51,29 @@ def test_the_collector_serves_the_same_metrics() -> None:
     work = families["arenapool_work_ended"]
     phases = [s for s in work.samples if s.labels == {"name": "", "work": "phase"} and s.name.endswith("_total")]
     assert phases and phases[0].value >= 1
+
+
+def test_the_breakdown_collector_serves_each_holder() -> None:
+    import pytest
+
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from prometheus_client.parser import text_string_to_metric_families
+
+    import arenapool.prometheus
+
+    registry = prometheus_client.CollectorRegistry()
+    arenapool.prometheus.register(registry, breakdown=True)
+    text = prometheus_client.generate_latest(registry).decode()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    holders = {(s.labels["holder"], s.labels["state"]): s.value for s in families["arenapool_holder_bytes"].samples}
+    b = arenapool.breakdown()
+    assert {("arenapool", "metadata"), ("rest", "anonymous"), ("files", "resident")} <= set(holders)
+    assert b.pymalloc is not None and b.glibc is not None
+    # Read a moment apart: the same within a few MiB.
+    assert abs(holders[("pymalloc", "in_use")] - b.pymalloc.in_use) <= 4 * MIB
+    assert abs(holders[("glibc", "in_use")] - b.glibc.in_use) <= 4 * MIB
+    assert abs(holders[("files", "resident")] - b.files) <= 4 * MIB
+    # Without breakdown=True, no such gauge.
+    plain = prometheus_client.CollectorRegistry()
+    arenapool.prometheus.register(plain)
+    assert "arenapool_holder_bytes" not in prometheus_client.generate_latest(plain).decode()
