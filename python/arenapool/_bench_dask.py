@@ -27,12 +27,13 @@ wall time on a busy machine; for ``pandas``, the process's own).
 from __future__ import annotations
 
 import gc
-import json
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
+
+from ._bench_suite import Table, fresh_runs, print_worker_figures, worker_figures
 
 ROWS = ["gather", "joblib", "workers", "groupby", "pandas"]
-DASK_CONFIGS = ["defaults", "arenapool"]
+CONFIGS = ["defaults", "arenapool"]
 _MiB = 2**20
 
 
@@ -145,55 +146,25 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
             }
             if on_workers:
                 figures["breakdown"] = [
-                    {
-                        "rss": b.rss / _MiB,
-                        "arenapool": (b.arenapool_live + b.arenapool_free + b.arenapool_metadata) / _MiB,
-                        "of_which_metadata": b.arenapool_metadata / _MiB,
-                        "glibc_in_use": b.glibc.in_use / _MiB if b.glibc else None,
-                        "glibc_free": b.glibc.free / _MiB if b.glibc else None,
-                        "pymalloc": (b.pymalloc.in_use + b.pymalloc.free) / _MiB if b.pymalloc else None,
-                        "arrow": sum(p.allocated for p in b.arrow if p.backend != "system") / _MiB,
-                        "files": b.files / _MiB,
-                        "rest": b.rest / _MiB,
-                    }
+                    worker_figures(b)
                     for b in arenapool.dask.breakdowns(client).values()
                 ]
             return figures
 
 
-def main(
-    runs: int,
-    tasks: int,
-    rows: int,
-    chosen: List[str],
-    configs: List[str],
-    cell: Callable[..., str],
-    head: Callable[[str, List[str]], None],
-) -> int:
-    """The table: ``runs`` fresh processes per row and configuration, each cell made by
-    ``cell`` (median, min–max), under ``head``."""
-    import subprocess
-    import sys
-
-    head(
+def main(table: Table) -> int:
+    """The table (see :class:`Table`)."""
+    runs, tasks, rows, cell = table.runs, table.tasks, table.rows, table.cell
+    table.head(
         f"Dask LocalCluster, 2 worker processes of 1 thread; {tasks} tasks of np.ones(50000), "
         f"groupby of {rows} rows; {runs} fresh processes each; MiB above the start, wall time in s",
         ["row", "configuration", "held", "after del", "wall", "client CPU"],
     )
-    for row in chosen:
-        for config in configs:
-            figures = []
-            for _ in range(runs):
-                out = subprocess.run(
-                    [sys.executable, "-m", "arenapool.bench", "--dask-child", row, config, str(tasks), str(rows)],
-                    check=True, capture_output=True, text=True,
-                )
-                figures.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for row in table.chosen:
+        for config in table.configs:
+            figures = fresh_runs("--dask-child", row, config, tasks, rows, runs)
             print(f"| {row} | {config} | {cell([f['held'] for f in figures])} | {cell([f['after'] for f in figures])}"
                   f" | {cell([f['wall'] for f in figures], 2)} | {cell([f['cpu'] for f in figures], 2)} |",
                   flush=True)
-            for f in figures:
-                for worker in f.get("breakdown", []):
-                    print("    worker after: " + ", ".join(
-                        f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in worker.items()))
+            print_worker_figures(figures)
     return 0

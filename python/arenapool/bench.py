@@ -24,6 +24,10 @@ hooks take blocks (:func:`arenapool.set_threshold`) in the ``arenapool`` configu
 gathers, joblib's dask backend, the workers, a string groupby, with Dask's defaults and
 with :func:`arenapool.dask.install`.
 
+``--ray`` runs the Ray rows instead (see ``arenapool._bench_ray``): the driver that gets
+results (in the object store, and inline), the workers after array work and a string
+groupby, with Ray's defaults and with :mod:`arenapool.ray`.
+
 ``--state`` measures report 001 instead: a large read-only numpy array (``--state-mib``,
 256) that every task reads (``table[i::100] * 2``, a result of 1/100 of it), over
 ``--inputs`` inputs (100) on a ``ProcessPoolExecutor`` of two workers, under each
@@ -346,6 +350,36 @@ def _cell(values: List[float], digits: int = 0) -> str:
     return f"{med:.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
+def _suite(name: str, args: argparse.Namespace, parser: argparse.ArgumentParser) -> Optional[int]:
+    """``--dask`` or ``--ray`` (``name``), and their runs in fresh processes; ``None`` if
+    neither is asked for."""
+    import importlib
+
+    if getattr(args, f"{name}_child"):
+        row, config, tasks, rows = getattr(args, f"{name}_child")
+        suite = importlib.import_module(f"arenapool._bench_{name}")
+        print(json.dumps(suite.child(row, config, int(tasks), int(rows))))
+        return 0
+    if not getattr(args, name):
+        return None
+    suite = importlib.import_module(f"arenapool._bench_{name}")
+    rows = _chosen(parser, "row", getattr(args, f"{name}_rows"), suite.ROWS)
+    configs = _chosen(parser, "configuration", getattr(args, f"{name}_configs"), suite.CONFIGS)
+    from ._bench_suite import Table
+
+    result: int = suite.main(Table(args.runs, args.tasks, args.rows, rows, configs, _cell, _table_head))
+    return result
+
+
+def _chosen(parser: argparse.ArgumentParser, name: str, text: str, known: List[str]) -> List[str]:
+    """The comma-separated choices of ``text``, each one of ``known`` (else a usage error)."""
+    chosen = [c for c in text.split(",") if c]
+    for c in chosen:
+        if c not in known:
+            parser.error(f"unknown {name} {c!r}: choose from {', '.join(known)}")
+    return chosen
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m arenapool.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per configuration (5)")
@@ -362,51 +396,38 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--threshold", type=int, default=0,
                         help="bytes from which arenapool's hooks take blocks in the arenapool configuration"
                         " (default: arenapool's, 64 KiB)")
-    parser.add_argument("--dask", action="store_true",
-                        help="the Dask rows instead: gather, joblib's dask backend, workers, a string groupby"
-                        " (needs dask, distributed, pandas and pyarrow)")
-    parser.add_argument("--dask-rows", default="gather,joblib,workers,groupby,pandas",
-                        help="--dask: comma-separated: gather, joblib, workers, groupby, pandas")
-    parser.add_argument("--dask-configs", default="defaults,arenapool",
-                        help="--dask: comma-separated: defaults, arenapool")
-    parser.add_argument("--rows", type=int, default=8_000_000, help="--dask: the groupby's rows (8 M)")
+    for name, what, rows in (
+        ("dask", "gather, joblib's dask backend, workers, a string groupby (needs dask, distributed, pandas and "
+         "pyarrow)", "gather,joblib,workers,groupby,pandas"),
+        ("ray", "the driver's get, inline results, workers, a string groupby (needs ray, pandas and pyarrow)",
+         "get,get-inline,workers,groupby"),
+    ):
+        parser.add_argument(f"--{name}", action="store_true", help=f"the {name.capitalize()} rows instead: {what}")
+        parser.add_argument(f"--{name}-rows", default=rows,
+                            help=f"--{name}: comma-separated: {rows.replace(',', ', ')}")
+        parser.add_argument(f"--{name}-configs", default="defaults,arenapool",
+                            help=f"--{name}: comma-separated: defaults, arenapool")
+        parser.add_argument(f"--{name}-child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--rows", type=int, default=8_000_000, help="--dask, --ray: the groupby's rows (8 M)")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
-    parser.add_argument("--dask-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--state-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         program, config, tasks, rounds, threshold = args.child
         _child(program, config, int(tasks), int(rounds), int(threshold))
         return 0
-    if args.dask_child:
-        from . import _bench_dask
-
-        row, config, tasks, rows = args.dask_child
-        print(json.dumps(_bench_dask.child(row, config, int(tasks), int(rows))))
-        return 0
-    if args.dask:
-        from . import _bench_dask
-
-        rows = [r for r in args.dask_rows.split(",") if r]
-        dask_configs = [c for c in args.dask_configs.split(",") if c]
-        for name, chosen, known in (("row", rows, _bench_dask.ROWS), ("configuration", dask_configs,
-                                                                       _bench_dask.DASK_CONFIGS)):
-            for c in chosen:
-                if c not in known:
-                    parser.error(f"unknown {name} {c!r}: choose from {', '.join(known)}")
-        return _bench_dask.main(args.runs, args.tasks, args.rows, rows, dask_configs, _cell, _table_head)
+    for suite in ("dask", "ray"):
+        done = _suite(suite, args, parser)
+        if done is not None:
+            return done
     if args.state_child:
         method, way, state_mib, inputs = args.state_child
         _state_child(method, way, int(state_mib), int(inputs))
         return 0
     if args.state:
         return _state_main(args, parser)
-    programs = [p for p in args.programs.split(",") if p]
-    configs = [c for c in args.configs.split(",") if c]
-    for name, chosen, known in (("program", programs, PROGRAMS), ("configuration", configs, CONFIGS)):
-        for c in chosen:
-            if c not in known:
-                parser.error(f"unknown {name} {c!r}: choose from {', '.join(known)}")
+    programs = _chosen(parser, "program", args.programs, PROGRAMS)
+    configs = _chosen(parser, "configuration", args.configs, CONFIGS)
     if args.threshold and args.threshold < 0:
         parser.error("--threshold must be positive")
     threshold = f", arenapool's threshold {args.threshold} bytes" if args.threshold else ""
