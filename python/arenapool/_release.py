@@ -181,17 +181,28 @@ def start_watcher() -> None:
         _watcher_pid = 0
 
 
-def use_arrow_jemalloc() -> bool:
+# What use_arrow_jemalloc gives Arrow's jemalloc unless the user set it: freed pages
+# back at once. Arrow's own setting keeps them a second, for its background thread to
+# give back; its pool's release_unused() asks jemalloc for nothing here (pyarrow 26).
+_ARROW_JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF"
+_ARROW_JEMALLOC_AT_ONCE = "dirty_decay_ms:0,muzzy_decay_ms:0"
+
+
+def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
     """Make Arrow's jemalloc pool its default, so that the memory of Arrow's buffers
     (pandas' strings, Parquet's pages) goes back after they are dropped, from whatever
-    thread made them, within about a second, without a call.
+    thread made them, without a call.
 
     Arrow's default pool on Linux, mimalloc's, keeps freed memory until
     ``release_unused()`` is called on the very thread that made the buffers; jemalloc's
-    gives it back by itself. If pyarrow is imported, its default pool is set now (buffers
-    made before stay in their pool); if not, ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` is
-    set for when it is (pyarrow is never imported here). Returns whether the pool was
-    set now.
+    gives it back by itself: within about two seconds as Arrow sets it up, at once with
+    ``at_once`` (Arrow's jemalloc then purges each freed page as it is freed: the
+    environment variable ``JE_ARROW_MALLOC_CONF`` is set to
+    ``dirty_decay_ms:0,muzzy_decay_ms:0`` unless it is set already). If pyarrow is
+    imported, its default pool is set now (buffers made before stay in their pool) and
+    ``at_once`` reaches only the arenas Arrow's jemalloc makes from then on; if not,
+    ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` is set for when it is (pyarrow is never
+    imported here). Returns whether the pool was set now.
 
     Raises:
         ArenaPoolError: pyarrow was built without its jemalloc pool.
@@ -201,6 +212,8 @@ def use_arrow_jemalloc() -> bool:
     pa = sys.modules.get("pyarrow")
     if pa is None:
         os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
+        if at_once:
+            os.environ.setdefault(_ARROW_JEMALLOC_CONF, _ARROW_JEMALLOC_AT_ONCE)
         return False
     if "jemalloc" not in pa.supported_memory_backends():
         from ._arenapool import ArenaPoolError
@@ -209,6 +222,8 @@ def use_arrow_jemalloc() -> bool:
             "this pyarrow was built without its jemalloc pool: install pyarrow's wheel from "
             "PyPI, or call arenapool.release_others() on the threads that drop Arrow's buffers"
         )
+    if at_once and _ARROW_JEMALLOC_CONF not in os.environ:
+        pa.jemalloc_set_decay_ms(0)
     pa.set_memory_pool(pa.jemalloc_memory_pool())
     return True
 

@@ -17,8 +17,10 @@ one line::
   of ``client`` (and on workers that join later): it installs arenapool's hooks in the
   worker process, opens a phase when a task starts executing and ends it when the
   worker has had no task executing for ``idle`` seconds (0.1), so what the tasks made
-  and dropped goes back after each computation, glibc's free pages and Arrow's pools
-  included (:func:`arenapool.release_others`). It makes Arrow's jemalloc pool the
+  and dropped goes back after each computation, glibc's free pages, pymalloc's free
+  pools and Arrow's pools included (:func:`arenapool.release_others`). When the worker
+  drops data it held (results the client released, data spilled), what that data held
+  goes back ``idle`` seconds after the last drop. It makes Arrow's jemalloc pool the
   worker's default (:func:`arenapool.use_arrow_jemalloc`): Arrow's default, mimalloc,
   gives back nothing of what tasks' threads made when released from any other thread.
   For ``dask worker`` started by hand: ``dask worker --preload arenapool.dask ...``.
@@ -43,7 +45,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 from distributed import Client, Worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from . import _release, install as install_hooks, phase
+from . import _release, install as install_hooks, phase, phase_is_open
 from ._breakdown import Breakdown, breakdown
 
 __all__ = ["WorkerPhases", "breakdowns", "dask_setup", "install", "installed", "uninstall"]
@@ -76,6 +78,7 @@ class WorkerPhases(WorkerPlugin):
         self._worker: Optional[Worker] = None
         self._phase: Optional[phase] = None
         self._ending: Optional[asyncio.TimerHandle] = None
+        self._releasing: Optional[asyncio.TimerHandle] = None
         self.phases = 0
         """Phases this worker has ended."""
 
@@ -111,6 +114,20 @@ class WorkerPhases(WorkerPlugin):
                 self._end_if_idle()
                 return
             self._ending = loop.call_later(self.idle, self._end_if_idle)
+        elif start == "memory" and self._phase is None and self._releasing is None:
+            # Data the worker held is dropped (the client released a result, or it was
+            # spilled): what its holders keep goes back once no more is dropped for
+            # `idle` seconds, instead of at the watcher's next second.
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # the watcher will
+            self._releasing = loop.call_later(self.idle, self._release_dropped)
+
+    def _release_dropped(self) -> None:
+        self._releasing = None
+        if self._phase is None and not phase_is_open():
+            _release.release_others(_any_thread=True)
 
     def _end_if_idle(self) -> None:
         self._ending = None
@@ -123,6 +140,9 @@ class WorkerPhases(WorkerPlugin):
         if self._ending is not None:
             self._ending.cancel()
             self._ending = None
+        if self._releasing is not None:
+            self._releasing.cancel()
+            self._releasing = None
         opened, self._phase = self._phase, None
         if opened is not None:
             opened.__exit__(None, None, None)

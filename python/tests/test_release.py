@@ -93,6 +93,25 @@ print(json.dumps([start, rss()]))
     assert after <= start + 16 * MiB, (start, after)
 
 
+@pytest.mark.parametrize("at_once", [True, False])
+def test_arrow_jemalloc_at_once_gives_back_as_buffers_are_dropped(at_once):
+    code = FRAME + """
+with ThreadPoolExecutor(2) as pool:  # Arrow's buffers made on other threads
+    with arenapool.phase():
+        frames = list(pool.map(frame, range(2), [2_000_000] * 2))
+held = rss()
+del frames
+print(json.dumps([start, held, rss()]))
+"""
+    setting = f"os.environ.pop('JE_ARROW_MALLOC_CONF', None); arenapool.use_arrow_jemalloc(at_once={at_once})"
+    start, held, after = run_fresh(code.format(setting=setting))
+    assert held >= start + 64 * MiB, (start, held)
+    if at_once:
+        assert after <= start + 16 * MiB, (start, held, after)
+    else:  # Arrow's own setting: its background thread gives them back within 2 s
+        assert after >= start + 32 * MiB, (start, held, after)
+
+
 def test_set_release_checks_its_arguments():
     with pytest.raises(ValueError, match="min_bytes"):
         arenapool.set_release(min_bytes=-1)
