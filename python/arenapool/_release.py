@@ -1,9 +1,9 @@
 """When the last phase ends, the process's other allocators give back what they hold
 too: glibc (``malloc_trim(0)``), pymalloc (the pages of its free pools) and Arrow's
 pools (``release_unused()``), each only when its own counters say it has enough free
-to pay for the call. A watcher thread
-then does the same every ``watch`` seconds while no phase is open, for what is
-dropped after the phase (a data frame built in it and deleted later).
+to pay for the call. A watcher thread then does the same every ``watch`` seconds while
+no phase is open, for what is dropped after the phase (a data frame built in it and
+deleted later).
 """
 
 from __future__ import annotations

@@ -71,8 +71,7 @@ static TABLE_LOCK: AtomicBool = AtomicBool::new(false);
 /// Arenas pymalloc has mapped since the wrapper was installed.
 static MADE: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether free pools may be given back: set by `install` on the versions above, cleared
-/// for good if the table could no longer be trusted.
+/// Whether free pools may be given back: set by `install` on the versions above.
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
 struct TableGuard;
