@@ -19,10 +19,11 @@ one line::
   worker has had no task executing for ``idle`` seconds (0.1), so what the tasks made
   and dropped goes back after each computation, glibc's free pages, pymalloc's free
   pools and Arrow's pools included (:func:`arenapool.release_others`). When the worker
-  drops data it held (results the client released, data spilled), what that data held
-  goes back ``idle`` seconds after the last drop. It makes Arrow's jemalloc pool the
-  worker's default (:func:`arenapool.use_arrow_jemalloc`): Arrow's default, mimalloc,
-  gives back nothing of what tasks' threads made when released from any other thread.
+  drops data it held (results the client released, intermediates no task needs any
+  more), what that data held goes back ``idle`` seconds after the last drop. It makes
+  Arrow's jemalloc pool the worker's default (:func:`arenapool.use_arrow_jemalloc`):
+  Arrow's default, mimalloc, gives back nothing of what tasks' threads made when
+  released from any other thread.
   For ``dask worker`` started by hand: ``dask worker --preload arenapool.dask ...``.
 
 Dask's own memory management goes on as before: the nanny's trim threshold
@@ -115,9 +116,9 @@ class WorkerPhases(WorkerPlugin):
                 return
             self._ending = loop.call_later(self.idle, self._end_if_idle)
         elif start == "memory" and self._phase is None and self._releasing is None:
-            # Data the worker held is dropped (the client released a result, or it was
-            # spilled): what its holders keep goes back once no more is dropped for
-            # `idle` seconds, instead of at the watcher's next second.
+            # Data the worker held is dropped (the client released a result, or no task
+            # needs it any more): what its holders keep goes back once no more is
+            # dropped for `idle` seconds, instead of at the watcher's next second.
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
