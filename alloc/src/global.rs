@@ -125,7 +125,7 @@ unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
 unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
     idle::notice();
     // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
-    let arena = purge::free(ptr, Some(layout.size()), || unsafe {
+    let arena = purge::free(ptr, Some(layout.size()), |_| unsafe {
         Jemalloc.dealloc(ptr, layout)
     });
     if arena.is_some_and(phase_peak::keeps) {

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::route::PHASE_ARENAS;
 use crate::table::Use;
-use crate::{ctl, fork, map, purge, table};
+use crate::{ctl, fork, purge, table};
 
 /// How many bytes freed into the phase arenas make a look at what they hold.
 const LOOK_EVERY: usize = 16 << 20;
@@ -50,14 +50,6 @@ static LOOKING: AtomicBool = AtomicBool::new(false);
 pub(crate) fn keeps(index: u32) -> bool {
     let arena = table::arena(index);
     arena.serves() == Use::Phase && !arena.idle.load(Ordering::Relaxed)
-}
-
-/// Whether `ptr`, about to be freed, lies in a phase arena that keeps freed pages: for
-/// frees that do not know their size, which must be read before the free. The map's
-/// two loads, and the arena's entry.
-#[inline]
-pub(crate) fn kept(ptr: *const u8) -> bool {
-    map::arena_of(ptr as usize).is_some_and(keeps)
 }
 
 /// Counts `size` bytes just freed into a phase arena that keeps freed pages ([`keeps`]),

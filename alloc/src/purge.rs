@@ -179,18 +179,23 @@ pub(crate) fn purge(index: u32) -> CtlResult<()> {
 /// blocks up to `tcache_max`, and gives them to their arena only later), `None` if it
 /// goes straight to the arena.
 ///
-/// Returns the arena of this crate's the block was freed into (`None` for a block of
-/// jemalloc's own arenas, or one a thread's cache took, which were not looked up).
+/// `free_it` is given the arena of this crate's the block lies in, looked up before it
+/// is called (`None` for a block of jemalloc's own arenas, or one a thread's cache
+/// takes, which is not looked up); `free` returns the same.
 #[inline]
-pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) -> Option<u32> {
+pub(crate) fn free(
+    ptr: *mut u8,
+    size: Option<usize>,
+    free_it: impl FnOnce(Option<u32>),
+) -> Option<u32> {
     if size.is_some_and(|size| size < UNCACHED_FROM.load(Ordering::Relaxed)) {
-        free_it();
+        free_it(None);
         return None;
     }
     // Looked up before the free, which may hand the granule's pages back, but reads
     // only the map: the block's memory is not touched.
     let Some(index) = map::arena_of(ptr as usize) else {
-        free_it();
+        free_it(None);
         return None;
     };
     let before = hooks::gave_back_here();
@@ -201,7 +206,7 @@ pub(crate) fn free(ptr: *mut u8, size: Option<usize>, free_it: impl FnOnce()) ->
         // no purge of the arena would ever run again. The section makes a `fork` wait
         // for the free to end.
         let _section = fork::section();
-        free_it();
+        free_it(Some(index));
     }
     let idle = table::get(index).is_some_and(|state| state.idle.load(Ordering::SeqCst));
     if hooks::gave_back_here() == before && idle {

@@ -102,12 +102,16 @@ impl RawAlloc {
     pub unsafe fn free(ptr: *mut u8) {
         if !ptr.is_null() {
             idle::notice();
-            // SAFETY: a live block of jemalloc's (the caller's contract).
-            let kept = phase_peak::kept(ptr).then(|| unsafe { ffi::sallocx(ptr.cast(), 0) });
-            // SAFETY: a live block of jemalloc's, freed once (the caller's contract),
-            // straight to its arena.
-            let _ = purge::free(ptr, None, || unsafe {
-                ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE)
+            let mut kept = None;
+            let _ = purge::free(ptr, None, |arena| {
+                // The size of a block a phase arena keeps, read while it is live.
+                if arena.is_some_and(phase_peak::keeps) {
+                    // SAFETY: a live block of jemalloc's (the caller's contract).
+                    kept = Some(unsafe { ffi::sallocx(ptr.cast(), 0) });
+                }
+                // SAFETY: a live block of jemalloc's, freed once (the caller's
+                // contract), straight to its arena.
+                unsafe { ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE) };
             });
             if let Some(size) = kept {
                 phase_peak::freed(size);
