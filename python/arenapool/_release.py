@@ -32,12 +32,12 @@ _lock = threading.Lock()
 # glibc's in-use and free bytes after its last trim: a trim is worth its call only if
 # at least `_min_bytes` is free and the heaps changed by as much since.
 _glibc_mark: Optional[Tuple[int, int]] = None
-# pymalloc at its last look: its allocated blocks (sys.getallocatedblocks()), the most
-# seen since, and the arenas it had made. A look is worth it once it has made an arena
-# since (a phase's work may have freed its objects by its end), or freed enough blocks.
-_pymalloc_mark: Optional[int] = None
+# pymalloc since its last look: the most allocated blocks seen (sys.getallocatedblocks()),
+# and the arenas it had made at the look (-1 before the first). A look is worth it once
+# it has made an arena since (a phase's work may have freed its objects by its end), or
+# freed enough blocks.
 _pymalloc_high = 0
-_pymalloc_arenas = 0
+_pymalloc_arenas = -1
 # Blocks freed since the last look before pymalloc's free pools are looked at again:
 # at 16 to 512 bytes each, from 64 KiB to 2 MiB.
 _PYMALLOC_FREED_BLOCKS = 4096
@@ -76,9 +76,7 @@ def set_release(
             raise ValueError(f"min_bytes must be an int of 0 or more (bytes), not {min_bytes!r}")
         _min_bytes = min_bytes
     if watch is not None:
-        if isinstance(watch, bool) or not isinstance(watch, (int, float)) or not watch >= 0:
-            raise ValueError(f"watch must be a number of seconds, or 0 to stop the watcher; got {watch!r}")
-        _watch = float(watch) or None
+        _watch = checked_seconds("watch", watch, "or 0 to stop the watcher") or None
         _wake.set()  # a running watcher takes the new interval, or stops
     if glibc is not None:
         _glibc_on = bool(glibc)
@@ -86,6 +84,14 @@ def set_release(
         _pymalloc_on = bool(pymalloc)
     if arrow is not None:
         _arrow_on = bool(arrow)
+
+
+def checked_seconds(name: str, value: object, zero: str = "0 or more") -> float:
+    """``value`` as a number of seconds, 0 or more (``zero`` says what 0 means in the
+    message); ``ValueError`` naming ``name`` if it is not one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{name} must be a number of seconds, {zero}; got {value!r}")
+    return float(value)
 
 
 def _glibc_worth_it(figures: _holders.Glibc) -> bool:
@@ -101,11 +107,7 @@ def _pymalloc_worth_a_look() -> bool:
     global _pymalloc_high
     blocks = sys.getallocatedblocks()
     _pymalloc_high = max(_pymalloc_high, blocks)
-    return (
-        _pymalloc_mark is None
-        or pymalloc_arenas_made() != _pymalloc_arenas
-        or _pymalloc_high - blocks >= _PYMALLOC_FREED_BLOCKS
-    )
+    return pymalloc_arenas_made() != _pymalloc_arenas or _pymalloc_high - blocks >= _PYMALLOC_FREED_BLOCKS
 
 
 def release_others(*, _any_thread: bool = False) -> List[Release]:
@@ -117,7 +119,7 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
     of the thread that calls it: buffers made on other threads (a thread pool's, Dask's
     workers') stay held. :func:`use_arrow_jemalloc` avoids that.
     """
-    global _glibc_mark, _pymalloc_mark, _pymalloc_high, _pymalloc_arenas
+    global _glibc_mark, _pymalloc_high, _pymalloc_arenas
     done: List[Release] = []
     with _lock:
         if _glibc_on:
@@ -132,7 +134,7 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
             released = _holders.release_pymalloc(_min_bytes)
             if released is not None:
                 done.append(released)
-            _pymalloc_mark = _pymalloc_high = sys.getallocatedblocks()
+            _pymalloc_high = sys.getallocatedblocks()
             _pymalloc_arenas = pymalloc_arenas_made()
         if _arrow_on:
             done.extend(_holders.release_arrow(_min_bytes, _any_thread))

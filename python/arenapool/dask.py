@@ -71,9 +71,7 @@ class WorkerPhases(WorkerPlugin):
     name = "arenapool"
 
     def __init__(self, idle: float = 0.1, arrow_jemalloc: bool = True, metrics: bool = True) -> None:
-        if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not idle >= 0:
-            raise ValueError(f"idle must be a number of seconds, 0 or more; got {idle!r}")
-        self.idle = float(idle)
+        self.idle = _release.checked_seconds("idle", idle)
         self.arrow_jemalloc = arrow_jemalloc
         self.metrics = metrics
         self._worker: Optional[Worker] = None

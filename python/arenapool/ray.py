@@ -91,12 +91,6 @@ _SETUP_HOOK = "arenapool.ray.setup_worker"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _checked_idle(idle: object) -> float:
-    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not idle >= 0:
-        raise ValueError(f"idle must be a number of seconds, 0 or more; got {idle!r}")
-    return float(idle)
-
-
 class TaskPhases:
     """A process's phase while :func:`task`-decorated calls run: opened when the first
     starts, ended once none has run for ``idle`` seconds, by a thread of its own.
@@ -105,7 +99,7 @@ class TaskPhases:
     """
 
     def __init__(self, idle: float = 0.1) -> None:
-        self.idle = _checked_idle(idle)
+        self.idle = _release.checked_seconds("idle", idle)
         self._changed = threading.Condition(threading.Lock())
         self._running = 0
         self._idle_since = 0.0
@@ -116,7 +110,7 @@ class TaskPhases:
 
     def set_idle(self, idle: float) -> None:
         """Seconds with no task running before the phase ends (0.1)."""
-        checked = _checked_idle(idle)
+        checked = _release.checked_seconds("idle", idle)
         with self._changed:
             self.idle = checked
             self._changed.notify()
@@ -299,7 +293,7 @@ def runtime_env(
         ValueError: ``env`` has a ``worker_process_setup_hook`` of its own (Ray runs
             one): call :func:`setup_worker` from it instead; or ``idle`` is negative.
     """
-    seconds = _checked_idle(idle)
+    seconds = _release.checked_seconds("idle", idle)
     merged = dict(env or {})
     hook = merged.get("worker_process_setup_hook")
     if hook is not None and hook != _SETUP_HOOK:

@@ -1,12 +1,14 @@
 """Fork safety: children forked while other threads open and end phases and allocate.
 
 With the hooks installed, ``--threads`` threads (3) loop: open a phase, allocate and
-free numpy arrays of 8 to 64 MiB, end the phase, allocate and free one more, pause up
-to ``--pause-ms`` (100). Meanwhile the main thread starts ``--forks`` children (500)
+free numpy arrays of 8 to 64 MiB and a burst of small objects (pymalloc's arenas made
+and unmapped, its free pools given back at the phase's end), end the phase, allocate
+and free one more array, pause up to ``--pause-ms`` (100). Meanwhile the main thread starts ``--forks`` children (500)
 with multiprocessing's ``fork`` context, one every ``--interval-ms`` (10), at most
 ``--in-flight`` (32) alive at a time. Each child opens a phase of its own, allocates
 and frees an array, and exits 0, or 3 if it saw a phase open at its start (a phase
-open in the parent is not open in the child). A child still alive ``--deadline``
+open in the parent is not open in the child); it also makes and drops small objects
+and gives back pymalloc's free pools. A child still alive ``--deadline``
 seconds (20) after it was started counts as hung, and is killed.
 
 Prints one JSON line: the counts of children that exited 0, hung, saw a phase open
@@ -45,9 +47,21 @@ def churn(stop: threading.Event, seed: int, pause: float) -> None:
         with arenapool.phase():
             arrays = [np.ones(rng.randrange(8, 65) * MiB // 8) for _ in range(rng.randint(1, 2))]
             del arrays
+            small_objects()
         array = np.ones(rng.randrange(8, 65) * MiB // 8)
         del array
         stop.wait(rng.random() * pause)
+
+
+kept: List[Tuple[int, int]] = []
+
+
+def small_objects() -> None:
+    """Some MiB of small objects, one in 4,096 kept: pymalloc makes arenas, and leaves
+    free pools in them when the rest are dropped."""
+    objects = [(i, i + 1) for i in range(100_000)]
+    kept.extend(objects[::4096])
+    del kept[:-1000]
 
 
 def child() -> None:
@@ -57,6 +71,8 @@ def child() -> None:
     with arenapool.phase():
         array = np.ones(8 * MiB // 8)
         del array
+        small_objects()
+    arenapool.release_others()
     if saw_a_phase:
         os._exit(PHASE_OPEN_IN_CHILD)
 
