@@ -32,11 +32,13 @@ from typing import Any, Callable, Dict, List, Literal, Optional
 from . import _arenapool, _release
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
 from ._holders import Release
+from ._warnings import ArenaPoolWarning
 from ._release import recent_releases, release_others, set_release, use_arrow_jemalloc
 from ._breakdown import Breakdown, breakdown
 
 __all__ = [
     "ArenaPoolError",
+    "ArenaPoolWarning",
     "Breakdown",
     "Memory",
     "Release",

@@ -1,0 +1,41 @@
+"""What arenapool skipped, said once, while the program's own work goes on.
+
+Every part of arenapool beyond the hooks is optional to the program that uses it:
+Arrow's pool, pymalloc's free pools, glibc's heaps, a phase that cannot open, a
+release that fails. When one of them cannot run, arenapool warns once with an
+:class:`ArenaPoolWarning` naming what was skipped and why, and the program's call
+goes on as it would without arenapool. Turn the warnings into errors while testing
+with ``warnings.simplefilter("error", arenapool.ArenaPoolWarning)``, or silence them
+with ``"ignore"``.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+__all__ = ["ArenaPoolWarning", "warn_once"]
+
+
+class ArenaPoolWarning(UserWarning):
+    """An optional part of arenapool was skipped; the program's own work went on.
+
+    The message names the part and what to do about it, if anything.
+    """
+
+
+_said: set[str] = set()
+_said_lock = threading.Lock()
+
+
+def warn_once(key: str, message: str, *, stacklevel: int = 3) -> None:
+    """Warns with ``message`` the first time ``key`` is seen in this process.
+
+    ``stacklevel`` counts from the caller of ``warn_once`` (the default names the
+    caller's caller: the user's code that called into arenapool).
+    """
+    with _said_lock:
+        if key in _said:
+            return
+        _said.add(key)
+    warnings.warn(message, ArenaPoolWarning, stacklevel=stacklevel)
