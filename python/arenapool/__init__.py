@@ -86,10 +86,10 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
       (worker threads of any pool, the threads that unpickle a pool's results). A
       context that set one of its own (``PyDataMem_SetHandler``) gets a wrapper of it
       when ``install()`` is called there.
-    - pymalloc's arena allocator, wrapped once per process to know its arenas, so that
-      a phase's end can give back the pages of its free pools (CPython 3.10 to 3.14;
-      see :func:`set_release`). It only records arenas, and stays after
-      :func:`uninstall`.
+    - CPython's arena allocator, wrapped once per process to know pymalloc's arenas, so
+      that a phase's end can give back the pages of its free pools (where pymalloc is
+      the object allocator and its pools are larger than a page; see
+      :func:`set_release`). It only records blocks, and stays after :func:`uninstall`.
 
     Installing again is cheap and changes nothing but the threshold (and wraps the
     calling context's own handler if it has one). :func:`phase` installs the hooks if

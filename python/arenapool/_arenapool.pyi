@@ -32,6 +32,7 @@ __all__ = [
     "give_back_pymalloc_pools",
     "pymalloc_free_pools",
     "pymalloc_arenas_made",
+    "pymalloc_pools_off",
 ]
 
 class ArenaPoolError(RuntimeError):
@@ -179,8 +180,8 @@ def numpy_installed() -> bool:
     """Whether arenapool's handler is in force in the current context."""
 
 def install_pymalloc_pools() -> bool:
-    """Wraps pymalloc's arena allocator to record its arenas (once per process);
-    whether free pools can be given back here (CPython 3.10 to 3.14)."""
+    """Wraps CPython's arena allocator to record pymalloc's arenas (once per process);
+    whether free pools can be given back here (see :func:`pymalloc_pools_off`)."""
 
 def give_back_pymalloc_pools() -> Tuple[int, int]:
     """Gives back the pages of pymalloc's free pools, headers aside; bytes of them
@@ -191,4 +192,9 @@ def pymalloc_free_pools() -> Tuple[int, int]:
     resident (given back, or never touched)."""
 
 def pymalloc_arenas_made() -> int:
-    """How many arenas pymalloc has mapped since its arena allocator was wrapped."""
+    """How many blocks of an arena's size CPython's arena allocator has handed out
+    since it was wrapped (pymalloc's arenas, and others')."""
+
+def pymalloc_pools_off() -> Optional[str]:
+    """Why pymalloc's free pools are not given back in this process; ``None`` while
+    they are."""

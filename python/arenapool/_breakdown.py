@@ -23,14 +23,16 @@ The holders:
   anonymous rest, ``RssAnon``.
 - **arenapool**: its allocator's statistics (:func:`arenapool.memory`): pages with
   live blocks, free pages not given back yet, metadata.
-- **glibc**: ``mallinfo2()``: bytes in use (numpy's arrays outside arenapool, Arrow's
+- **glibc**: ``mallinfo2()`` (``mallinfo()`` before glibc 2.33, whose figures wrap at
+  4 GiB: the row says so): bytes in use (numpy's arrays outside arenapool, Arrow's
   system pool, every C library's ``malloc``) and free in its heaps. Its free bytes are
   counted whether resident or not: after ``malloc_trim`` they stay free in its
   figures but are no longer resident, and the rest can then come out negative.
 - **pymalloc**: CPython's allocator of objects up to 512 bytes, from the statistics
   ``sys._debugmallocstats()`` prints: bytes in allocated blocks, and the rest of its
   arenas (1 MiB each) that is resident; the pages of its free pools that are not
-  (given back, see :func:`arenapool.set_release`) are shown apart.
+  (given back, see :func:`arenapool.set_release`) are shown apart, and so is why they
+  are not given back, where they are not.
 - **Arrow**: each of pyarrow's memory pools (only if pyarrow is already imported; it
   is never imported here): ``bytes_allocated()`` and ``max_memory()``. pyarrow does
   not say how much freed memory a pool still holds; that is in the rest, and
@@ -133,13 +135,16 @@ class Breakdown:
             ),
         ]
         if self.glibc is not None:
-            lines.append(row("glibc", "in use", self.glibc.in_use, "free", self.glibc.free))
+            note = "" if self.glibc.counter == "mallinfo2" else f"{self.glibc.counter}: modulo 4 GiB"
+            lines.append(row("glibc", "in use", self.glibc.in_use, "free", self.glibc.free, note))
         else:
-            lines.append("  glibc                   (not glibc 2.33 or later: no figures)")
+            lines.append("  glibc                   (not glibc: no figures)")
         if self.pymalloc is not None:
             note = f"{self.pymalloc.arenas} arenas"
             if self.pymalloc.given_back:
                 note += f", {self.pymalloc.given_back / _MiB:.1f} MiB of free pools given back"
+            if self.pymalloc.off is not None:
+                note += f"; free pools not given back: {self.pymalloc.off}"
             lines.append(row("pymalloc", "in use", self.pymalloc.in_use, "free", self.pymalloc.free, note))
         else:
             lines.append("  pymalloc                (no figures: not in use, or tracemalloc traces)")

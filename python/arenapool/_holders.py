@@ -1,8 +1,8 @@
 """The other holders of a Python process's memory, each read from its own counter, and
 given back where the holder can be asked to.
 
-- glibc's ``malloc``: ``mallinfo2()`` (glibc 2.33 and later), given back with
-  ``malloc_trim(0)``.
+- glibc's ``malloc``: ``mallinfo2()`` (glibc 2.33 and later; ``mallinfo()`` before,
+  whose figures wrap at 4 GiB), given back with ``malloc_trim(0)``.
 - pymalloc, CPython's allocator of small objects: the figures CPython prints for
   ``sys._debugmallocstats()``, written by ``_PyObject_DebugMallocStats`` into a memory
   stream instead of standard error, and which pages of its free pools are resident
@@ -40,26 +40,41 @@ __all__ = [
 ]
 
 
+_MALLINFO_FIELDS = (
+    "arena",
+    "ordblks",
+    "smblks",
+    "hblks",
+    "hblkhd",
+    "usmblks",
+    "fsmblks",
+    "uordblks",
+    "fordblks",
+    "keepcost",
+)
+
+
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
+    """``struct mallinfo2`` (glibc 2.33 on): ``size_t`` fields."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO_FIELDS]
+
+
+class _MallInfo(ctypes.Structure):
+    """``struct mallinfo``: ``int`` fields, into which glibc stores its ``size_t``
+    figures cut to 32 bits. Read as unsigned, each is the figure modulo 4 GiB."""
+
+    _fields_ = [(name, ctypes.c_uint) for name in _MALLINFO_FIELDS]
+
+
+# glibc's counters, newest first: the first the C library has is read.
+_MALLINFO_FUNCTIONS: Tuple[str, ...] = ("mallinfo2", "mallinfo")
+_MALLINFO_STRUCTS = {"mallinfo2": _MallInfo2, "mallinfo": _MallInfo}
 
 
 class Glibc(NamedTuple):
-    """glibc's heaps, from ``mallinfo2()``, in bytes."""
+    """glibc's heaps, from ``mallinfo2()`` (``mallinfo()`` before glibc 2.33), in
+    bytes."""
 
     in_use: int
     """Bytes in blocks handed out (``uordblks``) and in blocks mapped on their own
@@ -67,6 +82,10 @@ class Glibc(NamedTuple):
     free: int
     """Bytes of free blocks in the heaps (``fordblks``), resident or not: pages
     ``malloc_trim`` gave back stay counted here."""
+    counter: str = "mallinfo2"
+    """The counter read: ``mallinfo2`` (glibc 2.33 and later), or ``mallinfo`` (older
+    glibc), whose figures are 32-bit: each is read modulo 4 GiB, so heaps of 4 GiB or
+    more show less than they hold. ``malloc_trim`` runs on either."""
 
 
 class Pymalloc(NamedTuple):
@@ -82,6 +101,9 @@ class Pymalloc(NamedTuple):
     given_back: int = 0
     """Bytes of its free pools' pages that are not resident: given back (see
     :func:`arenapool.set_release`), or never touched. Not counted in ``free``."""
+    off: Optional[str] = None
+    """Why its free pools are not given back in this process; ``None`` while they are
+    (see :func:`arenapool.set_release`)."""
 
 
 class ArrowPool(NamedTuple):
@@ -113,19 +135,19 @@ class Release(NamedTuple):
 
 
 _libc: Optional[Any] = None
+_mallinfo: Optional[Any] = None
+_mallinfo_name = ""
 _libc_read = False
 
 
 def _glibc_functions() -> Optional[Any]:
-    """The C library, if it is glibc with ``mallinfo2`` and ``malloc_trim``."""
-    global _libc, _libc_read
+    """The C library, if it is glibc (with ``malloc_trim``)."""
+    global _libc, _libc_read, _mallinfo, _mallinfo_name
     if not _libc_read:
         _libc_read = True
         try:
             libc = ctypes.CDLL(None)
             libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
-            libc.mallinfo2.restype = _MallInfo2
-            libc.mallinfo2.argtypes = []
             libc.malloc_trim.restype = ctypes.c_int
             libc.malloc_trim.argtypes = [ctypes.c_size_t]
             libc.open_memstream.restype = ctypes.c_void_p
@@ -137,17 +159,23 @@ def _glibc_functions() -> Optional[Any]:
             libc.free.argtypes = [ctypes.c_void_p]
             _libc = libc
         except (OSError, AttributeError):
-            _libc = None
+            return None
+        for name in _MALLINFO_FUNCTIONS:
+            function = getattr(libc, name, None)
+            if function is not None:
+                function.restype = _MALLINFO_STRUCTS[name]
+                function.argtypes = []
+                _mallinfo, _mallinfo_name = function, name
+                break
     return _libc
 
 
 def glibc() -> Optional[Glibc]:
-    """glibc's heaps now; ``None`` where the C library is not glibc 2.33 or later."""
-    libc = _glibc_functions()
-    if libc is None:
+    """glibc's heaps now; ``None`` where the C library is not glibc."""
+    if _glibc_functions() is None or _mallinfo is None:
         return None
-    info = libc.mallinfo2()
-    return Glibc(in_use=info.uordblks + info.hblkhd, free=info.fordblks)
+    info = _mallinfo()
+    return Glibc(in_use=info.uordblks + info.hblkhd, free=info.fordblks, counter=_mallinfo_name)
 
 
 def _rss() -> int:
@@ -222,23 +250,25 @@ def parse_pymalloc(text: str) -> Optional[Pymalloc]:
 
 def pymalloc() -> Optional[Pymalloc]:
     """pymalloc's arenas now; ``None`` if pymalloc is not in use or cannot be read."""
-    from ._arenapool import pymalloc_free_pools
+    from ._arenapool import pymalloc_free_pools, pymalloc_pools_off
 
     text = _debug_malloc_stats()
     figures = None if text is None else parse_pymalloc(text)
     if figures is None:
         return None
     _, not_resident = pymalloc_free_pools()
-    return figures._replace(free=max(0, figures.free - not_resident), given_back=not_resident)
+    return figures._replace(
+        free=max(0, figures.free - not_resident), given_back=not_resident, off=pymalloc_pools_off()
+    )
 
 
 def release_pymalloc(min_bytes: int) -> Optional[Release]:
     """Give back the pages of pymalloc's free pools, if at least ``min_bytes`` of them
     are resident: pymalloc unmaps an arena only once all of its pools are free, and
     otherwise keeps the pages of its free pools (16 KiB each). Each free pool keeps its
-    first page, which holds its header. Works on CPython 3.10 to 3.14, for the arenas
-    pymalloc made after :func:`arenapool.install`, while the main interpreter is the
-    only one; ``None`` when it gave nothing back."""
+    first page, which holds its header. Only arenas proven pymalloc's are touched, made
+    after :func:`arenapool.install`; where the give-back is off, ``Pymalloc.off`` says
+    why. ``None`` when it gave nothing back."""
     from ._arenapool import give_back_pymalloc_pools, pymalloc_free_pools
 
     resident, _ = pymalloc_free_pools()

@@ -62,7 +62,16 @@ def set_release(
             ``min_bytes`` of them are resident (on by default): pymalloc unmaps an arena
             of 1 MiB only once every pool in it is free, so a few objects that live on
             keep the free pools around them. Each free pool (16 KiB) keeps its first
-            page. CPython 3.10 to 3.14, arenas made after :func:`arenapool.install`.
+            page. Arenas made after :func:`arenapool.install`, each proven pymalloc's
+            before a byte of it is touched: every pool header checked, and pymalloc's
+            own count of its arenas accounting for every block of that size CPython's
+            arena allocator handed out. It is off for the process, and
+            ``breakdown().pymalloc.off`` says why, where pymalloc is not the object
+            allocator (``PYTHONMALLOC=malloc``), where its pools are a page each
+            (CPython 3.9), once another arena allocator is set over arenapool's
+            (``PyObject_SetArenaAllocator``), once an interpreter other than the main
+            one has existed, and once a block another caller took from the arena
+            allocator cannot be told apart from pymalloc's arenas.
         arrow: ``release_unused()`` on each of Arrow's pools that has freed at least
             ``min_bytes`` since its last release, if pyarrow is already imported (on
             by default; pyarrow is never imported for it).

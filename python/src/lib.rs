@@ -10,7 +10,7 @@ mod errors;
 mod figures;
 mod numpy_handler;
 mod phase;
-mod pymalloc_pools;
+mod pymalloc;
 mod raw_hook;
 mod route;
 mod stats;
@@ -49,13 +49,11 @@ fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(raw_hook::uninstall_raw, m)?)?;
     m.add_function(wrap_pyfunction!(raw_hook::raw_state, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy, m)?)?;
-    m.add_function(wrap_pyfunction!(pymalloc_pools::install_pymalloc_pools, m)?)?;
-    m.add_function(wrap_pyfunction!(
-        pymalloc_pools::give_back_pymalloc_pools,
-        m
-    )?)?;
-    m.add_function(wrap_pyfunction!(pymalloc_pools::pymalloc_free_pools, m)?)?;
-    m.add_function(wrap_pyfunction!(pymalloc_pools::pymalloc_arenas_made, m)?)?;
+    m.add_function(wrap_pyfunction!(pymalloc::install_pymalloc_pools, m)?)?;
+    m.add_function(wrap_pyfunction!(pymalloc::give_back_pymalloc_pools, m)?)?;
+    m.add_function(wrap_pyfunction!(pymalloc::pymalloc_free_pools, m)?)?;
+    m.add_function(wrap_pyfunction!(pymalloc::pymalloc_arenas_made, m)?)?;
+    m.add_function(wrap_pyfunction!(pymalloc::pymalloc_pools_off, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_default, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::numpy_installed, m)?)?;

@@ -40,6 +40,22 @@ print(json.dumps([start, rss(), [[r.holder, r.rss_returned] for r in p.released]
     assert released and released[0][0] == "glibc" and released[0][1] >= 64 * MiB, released
 
 
+@pytest.mark.parametrize("counters", [("mallinfo2", "mallinfo"), ("mallinfo",)])
+def test_phase_end_trims_glibc_by_either_counter(counters):
+    # Before glibc 2.33 there is no mallinfo2: mallinfo is read instead (as here, where
+    # mallinfo2 is left out), and the heaps are trimmed all the same.
+    code = GLIBC + """
+with arenapool.phase() as p:
+    fill()
+print(json.dumps([start, rss(), [r.holder for r in p.released], arenapool.breakdown().glibc.counter]))
+"""
+    setting = f"from arenapool import _holders\n_holders._MALLINFO_FUNCTIONS = {counters!r}"
+    start, after, released, counter = run_fresh(code.format(setting=setting))
+    assert "glibc" in released, released
+    assert after <= start + 16 * MiB, (start, after, released)
+    assert counter in counters, counter
+
+
 def test_watcher_trims_glibc_after_the_phase():
     code = GLIBC + """
 fill()  # after the phase ended
