@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(
 
 # A program whose arenas each keep a few small objects: a phase's end has free pools to
 # give back (see test_release.py), and says what it gave back and why not.
-PROGRAM = RSS_HELPER + """
+# CPython's arena allocator in force, through ctypes.
+ARENA_ALLOCATOR = RSS_HELPER + """
 import ctypes, struct, sys, arenapool
 from arenapool import _arenapool
 
@@ -34,7 +35,9 @@ def arena_allocator():
     allocator = ArenaAllocator()
     ctypes.pythonapi.PyObject_GetArenaAllocator(ctypes.byref(allocator))
     return allocator
+"""
 
+PROGRAM = ARENA_ALLOCATOR + """
 POOL, ARENA = 16384, 1 << 20
 {before}
 arenapool.install()
@@ -173,18 +176,9 @@ interpreters.destroy(other)
 def test_no_pymalloc_no_wrapper():
     # Under PYTHONMALLOC=malloc the arena allocator still hands out blocks (frames' data
     # stack, extensions'): none is recorded, and nothing is given back.
-    code = RSS_HELPER + """
-import ctypes, arenapool
-from arenapool import _arenapool
-class ArenaAllocator(ctypes.Structure):
-    _fields_ = [
-        ("ctx", ctypes.c_void_p),
-        ("alloc", ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)),
-        ("free", ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)),
-    ]
+    code = ARENA_ALLOCATOR + """
 arenapool.install()
-allocator = ArenaAllocator()
-ctypes.pythonapi.PyObject_GetArenaAllocator(ctypes.byref(allocator))
+allocator = arena_allocator()
 block = allocator.alloc(allocator.ctx, 1 << 20)
 print(json.dumps([_arenapool.pymalloc_arenas_made(), _arenapool.pymalloc_pools_off()]))
 """
