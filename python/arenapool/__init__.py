@@ -35,6 +35,7 @@ from ._holders import Release
 from ._warnings import ArenaPoolWarning
 from ._release import recent_releases, release_others, set_release, use_arrow_jemalloc
 from ._breakdown import Breakdown, breakdown
+from ._notebook import load_ipython_extension as load_ipython_extension  # %load_ext arenapool
 
 __all__ = [
     "ArenaPoolError",
