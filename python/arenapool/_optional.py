@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar
 
@@ -28,7 +29,17 @@ logger = logging.getLogger("arenapool")
 thread of arenapool's own; once each, at ``WARNING``."""
 
 _logged: set[str] = set()
+# Held only to look a key up and add it; a child made by fork gets a new one, since a
+# thread of the parent's may have held it at the fork.
 _logged_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _logged_lock
+    _logged_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 T = TypeVar("T")
 
