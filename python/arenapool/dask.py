@@ -72,7 +72,8 @@ class WorkerPhases(WorkerPlugin):
         idle: seconds without a task executing before the phase ends (0.1): a worker
             between two tasks of one computation keeps its phase.
         arrow_jemalloc: make Arrow's jemalloc pool the worker's default
-            (:func:`arenapool.use_arrow_jemalloc`).
+            (:func:`arenapool.use_arrow_jemalloc`; skipped with an
+            :class:`arenapool.ArenaPoolWarning` where pyarrow has none).
         metrics: add arenapool's metrics and the worker's memory by holder to the
             worker's ``/metrics`` page, if ``prometheus_client`` is installed (Dask's
             workers serve ``prometheus_client``'s default registry there).
