@@ -29,12 +29,13 @@ import contextlib
 import sys
 from typing import Any, Callable, Dict, List, Literal, Optional
 
-from . import _arenapool, _release
+from . import _arenapool, _optional, _release
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
 from ._holders import Release
 from ._warnings import ArenaPoolWarning
 from ._release import recent_releases, release_others, set_release, use_arrow_jemalloc
 from ._breakdown import Breakdown, breakdown
+from ._notebook import load_ipython_extension as load_ipython_extension  # %load_ext arenapool
 
 __all__ = [
     "ArenaPoolError",
@@ -292,8 +293,8 @@ class phase(contextlib.ContextDecorator):
         if not _arenapool.phase_is_open():
             try:
                 self.released = release_others()
-            except Exception:  # MemoryError, say: the phase has ended all the same
-                pass
+            except Exception as error:  # MemoryError, say: the phase has ended all the same
+                _optional.log_once("phase end", "arenapool could not give other holders' memory back", error)
             _release.start_watcher()
         return False
 

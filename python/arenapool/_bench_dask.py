@@ -1,11 +1,16 @@
 """``python -m arenapool.bench --dask``: the first field report's work and a string
-groupby on a Dask ``LocalCluster`` (2 worker processes, one thread each), with Dask's
+groupby on a Dask ``LocalCluster`` (2 worker processes, one thread each; for the
+``remote`` row, a scheduler and workers in processes of their own), with Dask's
 defaults and with :func:`arenapool.dask.install`, each run in a fresh process.
 
 Rows (``--dask-rows``):
 
 - ``gather``: the client maps ``--tasks`` tasks (4,000) each returning
   ``np.ones(50000)`` (400 KB), gathers the results, deletes them: the client's RSS.
+  A ``LocalCluster`` runs its scheduler in the client's process: its records are in
+  the figures.
+- ``remote``: the same, with the scheduler and the 2 workers in processes of their own
+  (``dask scheduler``, ``dask worker``), as on a cluster: the client's RSS alone.
 - ``joblib``: the joblib report's program under ``joblib.parallel_backend("dask")``:
   the client's RSS.
 - ``workers``: the same tasks, each result summed on the workers and never gathered,
@@ -26,13 +31,19 @@ wall time on a busy machine; for ``pandas``, the process's own).
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 from ._bench_suite import Table, fresh_runs, print_worker_figures, worker_figures
 
-ROWS = ["gather", "joblib", "workers", "groupby", "pandas"]
+ROWS = ["gather", "remote", "joblib", "workers", "groupby", "pandas"]
 CONFIGS = ["defaults", "arenapool"]
 _MiB = 2**20
 
@@ -71,6 +82,45 @@ def _workers_rss(client: Any) -> int:
     return sum(client.run(_rss).values())
 
 
+@contextlib.contextmanager
+def _remote_cluster() -> Iterator[str]:
+    """A scheduler and 2 workers of 1 thread, each a process of its own started by
+    Dask's command line; the scheduler's address."""
+    with tempfile.TemporaryDirectory() as directory:
+        scheduler_file = os.path.join(directory, "scheduler.json")
+        started = [
+            subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", scheduler_file,
+                 "--no-dashboard", "--port", "0"],
+                stderr=subprocess.DEVNULL,
+            )
+        ]
+        try:
+            address = None
+            while address is None:  # until the scheduler has written its file whole
+                if started[0].poll() is not None:
+                    raise RuntimeError("dask scheduler exited before it started")
+                try:
+                    with open(scheduler_file) as text:
+                        address = json.load(text)["address"]
+                except (OSError, ValueError, KeyError):
+                    time.sleep(0.05)
+            started += [
+                subprocess.Popen(
+                    [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                     "--no-dashboard"],
+                    stderr=subprocess.DEVNULL,
+                )
+                for _ in range(2)
+            ]
+            yield address
+        finally:
+            for process in started:
+                process.terminate()
+            for process in started:
+                process.wait()
+
+
 def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
     """One fresh process: one row in one configuration; returns its figures."""
     import arenapool
@@ -99,8 +149,15 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
 
     import arenapool.dask
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
+    with contextlib.ExitStack() as stack:
+        if row == "remote":
+            address = stack.enter_context(_remote_cluster())
+        else:
+            address = stack.enter_context(
+                LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+            )
+        with Client(address) as client:
+            client.wait_for_workers(2)
             if config == "arenapool":
                 arenapool.dask.install(client)
             client.submit(_ones, -1).result()
@@ -109,7 +166,7 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
             on_workers = row in ("workers", "groupby")
             start = _workers_rss(client) if on_workers else _rss()
             began, cpu = time.perf_counter(), time.process_time()
-            if row == "gather":
+            if row in ("gather", "remote"):
                 results = client.gather(client.map(_ones, range(tasks)))
             elif row == "joblib":
                 import joblib
@@ -156,7 +213,8 @@ def main(table: Table) -> int:
     """The table (see :class:`Table`)."""
     runs, tasks, rows, cell = table.runs, table.tasks, table.rows, table.cell
     table.head(
-        f"Dask LocalCluster, 2 worker processes of 1 thread; {tasks} tasks of np.ones(50000), "
+        f"Dask LocalCluster (remote: dask scheduler and dask worker processes), 2 worker processes of "
+        f"1 thread; {tasks} tasks of np.ones(50000), "
         f"groupby of {rows} rows; {runs} fresh processes each; MiB above the start, wall time in s",
         ["row", "configuration", "held", "after del", "wall", "client CPU"],
     )

@@ -12,9 +12,11 @@ import collections
 import os
 import sys
 import threading
-from typing import Deque, List, Optional, Tuple
+from typing import Callable, Deque, List, Optional, Tuple
 
 from . import _holders
+from ._optional import log_once
+from ._warnings import warn_once
 from ._arenapool import phase_is_open, pymalloc_arenas_made
 from ._holders import Release
 
@@ -128,27 +130,65 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
     of the thread that calls it: buffers made on other threads (a thread pool's, Dask's
     workers') stay held. :func:`use_arrow_jemalloc` avoids that.
     """
-    global _glibc_mark, _pymalloc_high, _pymalloc_arenas
     done: List[Release] = []
     with _lock:
-        if _glibc_on:
-            figures = _holders.glibc()
-            if figures is not None and _glibc_worth_it(figures):
-                released = _holders.release_glibc()
-                if released is not None:
-                    done.append(released)
-                after = _holders.glibc()
-                _glibc_mark = None if after is None else (after.in_use, after.free)
-        if _pymalloc_on and _pymalloc_worth_a_look():
-            released = _holders.release_pymalloc(_min_bytes)
-            if released is not None:
-                done.append(released)
-            _pymalloc_high = sys.getallocatedblocks()
-            _pymalloc_arenas = pymalloc_arenas_made()
-        if _arrow_on:
-            done.extend(_holders.release_arrow(_min_bytes, _any_thread))
+        for holder, on, release in _RELEASES:
+            if not on():
+                continue
+            try:
+                done.extend(release(_any_thread))
+            except Exception as error:  # the others are asked all the same
+                _release_failed(holder, error)
         _recent.extend(done)
     return done
+
+
+def _release_glibc(_any_thread: bool) -> List[Release]:
+    global _glibc_mark
+    done = []
+    figures = _holders.glibc()
+    if figures is not None and _glibc_worth_it(figures):
+        released = _holders.release_glibc()
+        if released is not None:
+            done.append(released)
+        after = _holders.glibc()
+        _glibc_mark = None if after is None else (after.in_use, after.free)
+    return done
+
+
+def _release_pymalloc(_any_thread: bool) -> List[Release]:
+    global _pymalloc_high, _pymalloc_arenas
+    if not _pymalloc_worth_a_look():
+        return []
+    released = _holders.release_pymalloc(_min_bytes)
+    _pymalloc_high = sys.getallocatedblocks()
+    _pymalloc_arenas = pymalloc_arenas_made()
+    return [] if released is None else [released]
+
+
+def _release_arrow(any_thread: bool) -> List[Release]:
+    return _holders.release_arrow(_min_bytes, any_thread)
+
+
+# Each holder: its name, whether it is switched on, its release.
+_RELEASES: List[Tuple[str, Callable[[], bool], Callable[[bool], List[Release]]]] = [
+    ("glibc", lambda: _glibc_on, _release_glibc),
+    ("pymalloc", lambda: _pymalloc_on, _release_pymalloc),
+    ("arrow", lambda: _arrow_on, _release_arrow),
+]
+
+
+def _release_failed(holder: str, error: Exception) -> None:
+    """A holder's release failed: said once per holder, as an :class:`ArenaPoolWarning`
+    and, with its traceback, on the logger ``arenapool`` (the watcher's failures reach
+    no caller). It is asked again at the next phase's end and by the watcher."""
+    message = f"giving back {holder}'s free memory failed (the other holders were asked; it is asked again each time)"
+    log_once(f"release {holder}", message, error)
+    warn_once(
+        f"release {holder}",
+        f"arenapool: {message}: {type(error).__name__}: {error} (its traceback is on the logger 'arenapool')",
+        stacklevel=4,
+    )
 
 
 def recent_releases() -> List[Release]:
@@ -176,8 +216,8 @@ def _watch_loop() -> None:
         if not phase_is_open():
             try:
                 release_others(_any_thread=True)
-            except Exception:  # a holder that fails once is tried again next time
-                pass
+            except Exception as error:  # MemoryError, say: tried again next time
+                log_once("watcher", "arenapool's watcher could not give memory back", error)
 
 
 def start_watcher() -> None:

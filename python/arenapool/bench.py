@@ -21,8 +21,9 @@ around the thread pool's map). ``--threshold`` sets the size from which arenapoo
 hooks take blocks (:func:`arenapool.set_threshold`) in the ``arenapool`` configuration.
 
 ``--dask`` runs the Dask rows instead (see ``arenapool._bench_dask``): the client that
-gathers, joblib's dask backend, the workers, a string groupby, with Dask's defaults and
-with :func:`arenapool.dask.install`.
+gathers (with the scheduler in its process, and in one of its own), joblib's dask
+backend, the workers, a string groupby, with Dask's defaults and with
+:func:`arenapool.dask.install`.
 
 ``--ray`` runs the Ray rows instead (see ``arenapool._bench_ray``): the driver that gets
 results (in the object store, and inline), the workers after array work and a string
@@ -397,8 +398,8 @@ def main(argv: List[str]) -> int:
                         help="bytes from which arenapool's hooks take blocks in the arenapool configuration"
                         " (default: arenapool's, 64 KiB)")
     for name, what, rows in (
-        ("dask", "gather, joblib's dask backend, workers, a string groupby (needs dask, distributed, pandas and "
-         "pyarrow)", "gather,joblib,workers,groupby,pandas"),
+        ("dask", "gather, the same with the scheduler in its own process, joblib's dask backend, workers, a string "
+         "groupby (needs dask, distributed, pandas and pyarrow)", "gather,remote,joblib,workers,groupby,pandas"),
         ("ray", "the driver's get, inline results, workers, a string groupby (needs ray, pandas and pyarrow)",
          "get,get-inline,workers,groupby"),
     ):

@@ -26,6 +26,12 @@ one line::
   released from any other thread.
   For ``dask worker`` started by hand: ``dask worker --preload arenapool.dask ...``.
 
+Nothing here fails the program's work: a step that cannot run (Arrow's jemalloc pool
+where pyarrow has none, a phase that cannot open around a gather or a worker's tasks)
+is skipped with an :class:`arenapool.ArenaPoolWarning`, once per process, and the
+gather or the task runs without it; a phase's end that fails on a worker is logged
+once on the logger ``arenapool``.
+
 Dask's own memory management goes on as before: the nanny's trim threshold
 (``MALLOC_TRIM_THRESHOLD_``), spilling, pausing and restarting are untouched; what a
 worker spills or drops goes back to the OS at once when it was made in a phase.
@@ -46,12 +52,16 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 from distributed import Client, Worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from . import _release, install as install_hooks, phase, phase_is_open
+from . import _optional, _release, install as install_hooks, phase, phase_is_open
 from ._breakdown import Breakdown, breakdown
 
 __all__ = ["WorkerPhases", "breakdowns", "dask_setup", "install", "installed", "uninstall"]
 
 _EXECUTING = ("executing", "long-running")
+# The states of a task that occupies a thread: executing, seceded (long-running), and
+# cancelled or resumed while it was one of those. A task leaving one of them may leave
+# the worker idle.
+_RUNNING = _EXECUTING + ("cancelled", "resumed")
 
 
 class WorkerPhases(WorkerPlugin):
@@ -62,7 +72,8 @@ class WorkerPhases(WorkerPlugin):
         idle: seconds without a task executing before the phase ends (0.1): a worker
             between two tasks of one computation keeps its phase.
         arrow_jemalloc: make Arrow's jemalloc pool the worker's default
-            (:func:`arenapool.use_arrow_jemalloc`).
+            (:func:`arenapool.use_arrow_jemalloc`; skipped with an
+            :class:`arenapool.ArenaPoolWarning` where pyarrow has none).
         metrics: add arenapool's metrics and the worker's memory by holder to the
             worker's ``/metrics`` page, if ``prometheus_client`` is installed (Dask's
             workers serve ``prometheus_client``'s default registry there).
@@ -88,11 +99,12 @@ class WorkerPhases(WorkerPlugin):
         self.__init__(**state)  # type: ignore[misc]
 
     def setup(self, worker: Worker) -> None:
+        # Each step optional: one that cannot run warns once, and the worker starts.
         if self.arrow_jemalloc:
-            _release.use_arrow_jemalloc()
-        install_hooks()
+            _optional.step("arrow jemalloc", "making Arrow's jemalloc pool the default", _release.use_arrow_jemalloc)
+        _optional.step("install", "installing arenapool's hooks on this worker", install_hooks)
         if self.metrics:
-            _register_metrics()
+            _optional.step("metrics", "adding arenapool's metrics to the /metrics page", _register_metrics)
         self._worker = worker
 
     def teardown(self, worker: Worker) -> None:
@@ -104,9 +116,9 @@ class WorkerPhases(WorkerPlugin):
                 self._ending.cancel()
                 self._ending = None
             if self._phase is None:
-                self._phase = phase()
-                self._phase.__enter__()
-        elif start in _EXECUTING and self._phase is not None and self._ending is None:
+                # Kept only once entered: one that could not open is not ended later.
+                self._phase = _optional.open_phase("a Dask worker's tasks")
+        elif start in _RUNNING and self._phase is not None and self._ending is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # outside the worker's event loop: end it now if idle
@@ -131,8 +143,8 @@ class WorkerPhases(WorkerPlugin):
     def _end_if_idle(self) -> None:
         self._ending = None
         worker = self._worker
-        if worker is not None and worker.state.executing_count > 0:
-            return  # a task still runs: its end schedules another check
+        if worker is not None and worker.state.all_running_tasks:
+            return  # a task still runs, seceded or cancelled: leaving it looks again
         self._end()
 
     def _end(self) -> None:
@@ -144,7 +156,7 @@ class WorkerPhases(WorkerPlugin):
             self._releasing = None
         opened, self._phase = self._phase, None
         if opened is not None:
-            opened.__exit__(None, None, None)
+            _optional.end_phase(opened, log=True)  # on the worker's event loop
             self.phases += 1
 
 
@@ -178,7 +190,7 @@ def _in_phase(gather: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[
 
     @functools.wraps(gather)
     async def gather_in_phase(*args: Any, **kwargs: Any) -> Any:
-        with phase():
+        with _optional.phase_or_none("a gather"):
             return await gather(*args, **kwargs)
 
     gather_in_phase.__arenapool_phase__ = True  # type: ignore[attr-defined]

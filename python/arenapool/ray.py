@@ -64,7 +64,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Generator, List, Mapping,
 
 import ray
 
-from . import _release, install as install_hooks, phase
+from . import _optional, _release, install as install_hooks, phase
 from ._arenapool import ArenaPoolError
 from ._breakdown import Breakdown, breakdown
 
@@ -95,6 +95,10 @@ class TaskPhases:
     """A process's phase while :func:`task`-decorated calls run: opened when the first
     starts, ended once none has run for ``idle`` seconds, by a thread of its own.
 
+    Where no phase can open, the calls run without one (an
+    :class:`arenapool.ArenaPoolWarning`, once); a phase whose end fails is logged once
+    on the logger ``arenapool`` and the thread goes on ending the next ones.
+
     Each process has one (:func:`task_phases`); :func:`setup_worker` sets its ``idle``.
     """
 
@@ -124,9 +128,8 @@ class TaskPhases:
         """A decorated call starts: the phase opens if it is not open."""
         with self._changed:
             if self._phase is None:
-                opened = phase()
-                opened.__enter__()  # raises before counting the call if no phase can open
-                self._phase = opened
+                # None if no phase can open (warned once): the call runs without one.
+                self._phase = _optional.open_phase("a Ray task")
             self._running += 1
             if self._ender is None:
                 self._ender = threading.Thread(target=self._end_when_idle, name="arenapool-ray", daemon=True)
@@ -154,7 +157,7 @@ class TaskPhases:
                 opened, self._phase = self._phase, None
             # Outside the lock: a task that starts meanwhile opens a phase of its own.
             if opened is not None:
-                opened.__exit__(None, None, None)
+                _optional.end_phase(opened, log=True)  # logged once; this thread goes on
                 self.phases += 1
 
     def _after_fork_in_child(self) -> None:
@@ -260,9 +263,12 @@ def setup_worker() -> None:
     To call from a setup hook of one's own, in every worker process before its first
     task.
 
+    A step that cannot run (pyarrow without its jemalloc pool, hooks that cannot be
+    installed) is skipped with an :class:`arenapool.ArenaPoolWarning`, once, and the
+    worker starts all the same.
+
     Raises:
         ValueError: ``ARENAPOOL_RAY_IDLE`` is not a number of seconds.
-        ArenaPoolError: pyarrow is imported and has no jemalloc pool.
     """
     idle = os.environ.get(IDLE_VAR)
     if idle is not None:
@@ -271,9 +277,10 @@ def setup_worker() -> None:
         except ValueError:
             raise ValueError(f"{IDLE_VAR} must be a number of seconds, 0 or more; got {idle!r}") from None
         _task_phases.set_idle(seconds)
+    # Each step optional: one that cannot run warns once, and the worker starts.
     if os.environ.get(ARROW_JEMALLOC_VAR, "1") != "0":
-        _release.use_arrow_jemalloc()
-    install_hooks()
+        _optional.step("arrow jemalloc", "making Arrow's jemalloc pool the default", _release.use_arrow_jemalloc)
+    _optional.step("install", "installing arenapool's hooks on this worker", install_hooks)
 
 
 def runtime_env(
@@ -316,7 +323,7 @@ _original_get: Optional[Callable[..., Any]] = None
 def _in_phase(get: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(get)
     def get_in_phase(*args: Any, **kwargs: Any) -> Any:
-        with phase():
+        with _optional.phase_or_none("a ray.get"):
             return get(*args, **kwargs)
 
     return get_in_phase

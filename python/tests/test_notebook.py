@@ -1,0 +1,83 @@
+"""``%load_ext arenapool`` and ``%arenapool`` in a real IPython kernel, driven through
+``jupyter_client`` as a notebook drives it, cell by cell: field report S1's job (4,000
+results of ``np.ones(50000)`` from 2 loky workers) in the kernel, then ``del``. The
+kernel is a process of its own, whose RSS the test reads."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import MiB
+
+pytest.importorskip("joblib")
+manager = pytest.importorskip("jupyter_client.manager")
+pytest.importorskip("ipykernel")
+
+LOADED = "%load_ext arenapool"
+
+JOB = """
+import numpy as np
+from joblib import Parallel, delayed
+
+def ones(_):
+    return np.ones(50_000)
+
+warm = Parallel(n_jobs=2)(delayed(ones)(i) for i in range(100))  # loky's workers start
+del warm
+"""
+
+DASK = """
+from distributed import Client, LocalCluster
+cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None)
+client = Client(cluster)
+"""
+
+
+def run_cell(client, code: str) -> str:
+    """Runs ``code`` as a cell; what it printed (its error's traceback fails the test)."""
+    printed = []
+
+    def output(message) -> None:
+        if message["msg_type"] == "stream":
+            printed.append(message["content"]["text"])
+        elif message["msg_type"] == "error":
+            printed.append("\n".join(message["content"]["traceback"]))
+
+    reply = client.execute_interactive(code, timeout=120, output_hook=output)
+    assert reply["content"]["status"] == "ok", "".join(printed)
+    return "".join(printed)
+
+
+def resident(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+def test_load_ext_gives_back_the_kernels_results(tmp_path):
+    kernel, client = manager.start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        pid, executable = run_cell(client, "import os, sys; print(os.getpid(), sys.executable)").split()
+        assert executable == sys.executable, "the kernel is not this environment's Python"
+        run_cell(client, LOADED)
+        run_cell(client, JOB)
+        start = resident(int(pid))
+        run_cell(client, "results = Parallel(n_jobs=2)(delayed(ones)(i) for i in range(4000))")  # 1.6 GB
+        held = resident(int(pid))
+        run_cell(client, "del results")
+        after = resident(int(pid))
+        shown = run_cell(client, "%arenapool")
+        # Dask, imported after the extension was loaded: its client's workers get the
+        # plugin at the cell's end, and %arenapool shows them.
+        run_cell(client, DASK)
+        plugged = run_cell(client, "print(all(client.run(lambda dask_worker: 'arenapool' in dask_worker.plugins).values()))")
+        workers = run_cell(client, "%arenapool")
+    finally:
+        client.stop_channels()
+        kernel.shutdown_kernel(now=True)
+    assert held >= start + 1000 * MiB, (start, held)
+    assert after <= start + 16 * MiB, (start, held, after)
+    assert f"kernel (pid {pid})" in shown and "RSS " in shown and "arenapool" in shown, shown
+    assert plugged.strip() == "True", plugged
+    assert workers.count("Dask worker tcp://") == 1 and workers.count("RSS ") == 2, workers
