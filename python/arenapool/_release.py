@@ -65,7 +65,8 @@ def set_release(
             page. CPython 3.10 to 3.14, arenas made after :func:`arenapool.install`.
         arrow: ``release_unused()`` on each of Arrow's pools that has freed at least
             ``min_bytes`` since its last release, if pyarrow is already imported (on
-            by default; pyarrow is never imported for it).
+            by default; pyarrow is never imported for it); off before
+            :func:`arenapool.install`, Arrow's default pool is left as it is too.
         min_bytes: the least a holder must have free for the call (1 MiB).
         watch: seconds between the watcher's checks, while no phase is open, for
             memory dropped after a phase ended (1.0); ``0`` stops the watcher.
@@ -84,6 +85,11 @@ def set_release(
         _pymalloc_on = bool(pymalloc)
     if arrow is not None:
         _arrow_on = bool(arrow)
+
+
+def arrow_on() -> bool:
+    """Whether arenapool may ask Arrow's pools to give back (``set_release(arrow=...)``)."""
+    return _arrow_on
 
 
 def checked_seconds(name: str, value: object, zero: str = "0 or more") -> float:
@@ -137,7 +143,7 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
             _pymalloc_high = sys.getallocatedblocks()
             _pymalloc_arenas = pymalloc_arenas_made()
         if _arrow_on:
-            done.extend(_holders.release_arrow(_min_bytes, _any_thread))
+            done.extend(_holders.release_arrow(_min_bytes, _any_thread, _recent.extend))
         _recent.extend(done)
     return done
 

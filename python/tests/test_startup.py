@@ -1,0 +1,164 @@
+"""``ARENAPOOL=on``/``off``: the startup hook the wheel puts in site-packages
+(``arenapool.pth``), what it installs as the interpreter starts and as libraries are
+imported, in the program and in the workers it starts; ``off`` over ``install()``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from typing import Any, Dict, Optional, Tuple
+
+import pytest
+
+import arenapool
+
+
+def run(code: str, arenapool_env: Optional[str], extra: Optional[Dict[str, str]] = None) -> Tuple[Any, str]:
+    """``code`` (or the program file ``code`` names, if it ends in ``.py``) in a fresh
+    interpreter with ``ARENAPOOL`` set to ``arenapool_env`` (unset if ``None``): the
+    JSON of its last line and its standard error."""
+    env = {key: value for key, value in os.environ.items() if key not in ("ARENAPOOL", "ARROW_DEFAULT_MEMORY_POOL")}
+    if arenapool_env is not None:
+        env["ARENAPOOL"] = arenapool_env
+    env.update(extra or {})
+    out = subprocess.run(
+        [sys.executable, code] if code.endswith(".py") else [sys.executable, "-c", textwrap.dedent(code)],
+        env=env, capture_output=True, text=True, timeout=300
+    )
+    if out.returncode != 0:
+        pytest.fail(f"the program failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+def test_the_wheel_puts_the_hook_in_site_packages():
+    site_packages = os.path.dirname(os.path.dirname(arenapool.__file__))
+    assert site_packages in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])
+    with open(os.path.join(site_packages, "arenapool.pth")) as hook:
+        lines = hook.read().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("import "), lines
+
+
+def test_unset_imports_nothing():
+    for value in (None, "", "off"):
+        loaded, _ = run("import sys, json; print(json.dumps(sorted(m for m in sys.modules if 'arenapool' in m)))", value)
+        assert loaded == [], (value, loaded)
+
+
+ON = """
+import json, os, sys
+from arenapool import _arenapool, _release
+seen = {"installed": _arenapool.taking(), "numpy_before": "numpy" in sys.modules,
+        "pyarrow_before": "pyarrow" in sys.modules, "watcher": _release._watcher_pid == os.getpid()}
+import numpy, joblib, concurrent.futures, pyarrow
+import arenapool.joblib, arenapool.futures
+seen.update(numpy=_arenapool.numpy_installed(), joblib=arenapool.joblib.installed(),
+            futures=arenapool.futures.installed(), pool=pyarrow.default_memory_pool().backend_name)
+print(json.dumps(seen))
+"""
+
+
+def test_on_installs_at_start_and_each_integration_at_its_import():
+    seen, err = run(ON, "on")
+    assert seen == {
+        "installed": True,
+        "numpy_before": False,
+        "pyarrow_before": False,
+        "watcher": True,
+        "numpy": True,
+        "joblib": True,
+        "futures": True,
+        "pool": "jemalloc",
+    }, (seen, err)
+    assert "Warning" not in err, err
+
+
+def test_on_installs_dask_and_ray_at_their_import():
+    pytest.importorskip("distributed")
+    pytest.importorskip("ray")
+    seen, err = run(
+        """
+        import json, dask, distributed, ray
+        import arenapool.dask, arenapool.ray
+        print(json.dumps([arenapool.dask.installed(), dask.config.get("distributed.worker.preload"),
+                          arenapool.ray.installed()]))
+        """,
+        "on",
+    )
+    assert seen == [True, ["arenapool.dask"], True], (seen, err)
+
+
+WORKERS = """
+import json, multiprocessing, os
+from concurrent.futures import ProcessPoolExecutor
+def state(_):
+    import sys
+    arenapool = sys.modules.get("arenapool")
+    if arenapool is None:
+        return [False, False]
+    return [arenapool.installed(), arenapool._release._watcher_pid == os.getpid()]
+if __name__ == "__main__":
+    seen = {}
+    for method in ("fork", "spawn", "forkserver"):
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context(method)) as pool:
+            # submit, not map: Executor.map's tasks install arenapool themselves.
+            seen[method] = [future.result() for future in [pool.submit(state, i) for i in range(2)]]
+    print(json.dumps(seen))
+"""
+
+
+def test_on_reaches_workers_of_every_start_method(tmp_path):
+    # spawn and forkserver run the main module again: a file, not -c.
+    program = tmp_path / "workers.py"
+    program.write_text(WORKERS)
+    seen, err = run(str(program), "on")
+    assert seen == {method: [[True, True]] * 2 for method in ("fork", "spawn", "forkserver")}, (seen, err)
+
+
+def test_off_wins_over_install():
+    seen, err = run(
+        """
+        import json, warnings
+        import arenapool
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            arenapool.install()
+            arenapool.install()
+            with arenapool.phase():
+                pass
+        print(json.dumps([arenapool.installed(), [(w.category.__name__, str(w.message)) for w in caught]]))
+        """,
+        "off",
+    )
+    installed, caught = seen
+    assert not installed
+    assert len(caught) == 1 and caught[0][0] == "ArenaPoolWarning" and "ARENAPOOL=off" in caught[0][1], caught
+
+
+def test_an_integration_that_fails_warns_and_the_import_goes_on(tmp_path):
+    # A joblib without Parallel: arenapool.joblib cannot install.
+    (tmp_path / "joblib.py").write_text("answer = 42\n")
+    seen, err = run(
+        """
+        import json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import joblib
+        print(json.dumps([joblib.answer, [(w.category.__name__, str(w.message)) for w in caught]]))
+        """,
+        "on",
+        {"PYTHONPATH": str(tmp_path)},
+    )
+    answer, caught = seen
+    assert answer == 42
+    assert [category for category, _ in caught] == ["ArenaPoolWarning"], caught
+    assert "joblib" in caught[0][1], caught
+
+
+def test_a_value_neither_on_nor_off_warns_and_the_program_runs():
+    seen, err = run("import json, sys; print(json.dumps('arenapool._startup' in sys.modules))", "yes")
+    assert seen is True
+    assert "ArenaPoolWarning" in err and "neither 'on' nor 'off'" in err, err
