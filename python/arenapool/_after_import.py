@@ -12,7 +12,6 @@ raises warns once (:class:`arenapool.ArenaPoolWarning`) and the import goes on.
 from __future__ import annotations
 
 import sys
-import threading
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
@@ -22,8 +21,10 @@ from ._warnings import warn_once
 
 __all__ = ["after_import"]
 
+# The modules waited for, and what to run after each. No lock: each change is one
+# operation on a dict or a list, atomic under the interpreter's lock (a lock here
+# would have to be fork-safe, and imports happen in a child made by fork).
 _waiting: Dict[str, Callable[[], None]] = {}
-_lock = threading.Lock()
 
 
 def after_import(name: str, function: Callable[[], None]) -> None:
@@ -33,10 +34,9 @@ def after_import(name: str, function: Callable[[], None]) -> None:
     if name in sys.modules:
         _run(name, function)
         return
-    with _lock:
-        _waiting[name] = function
-        if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
-            sys.meta_path.insert(0, _Finder())
+    _waiting[name] = function
+    if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
 
 
 def _run(name: str, function: Callable[[], None]) -> None:
@@ -59,16 +59,12 @@ class _Finder(MetaPathFinder):
     ) -> Optional[ModuleSpec]:
         if fullname not in _waiting:
             return None
-        with _lock:
-            function = _waiting.pop(fullname, None)
-            if not _waiting and self in sys.meta_path:
-                sys.meta_path.remove(self)
+        function = _waiting.pop(fullname, None)
         if function is None:
             return None
         spec = _spec_from_others(self, fullname, path, target)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            with _lock:  # not a module this finder can wait for (or not one at all)
-                _waiting.setdefault(fullname, function)
+            _waiting.setdefault(fullname, function)  # not a module it can wait for
             return spec
         spec.loader = _ThenRun(spec.loader, fullname, function)
         return spec
