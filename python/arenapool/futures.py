@@ -619,9 +619,9 @@ def install() -> None:
     Python 3.14) are passed on, and it submits every task at once, as it always did
     before 3.14 (use :func:`map` to bound the tasks in flight). On an executor whose
     workers are processes (``ProcessPoolExecutor``, loky's), the function goes to them
-    wrapped so that each worker installs arenapool before its first task and runs each
-    task as a phase (:class:`arenapool._workers.InWorker`): the workers' memory comes
-    back too. On a thread pool the function is passed on as it is.
+    wrapped so that each worker installs arenapool before its first task
+    (:class:`arenapool._workers.InWorker`): the workers' memory comes back too, once
+    they are idle. On a thread pool the function is passed on as it is.
 
     Installing again changes nothing; :func:`uninstall` puts ``Executor.map`` back.
     """

@@ -2,7 +2,7 @@
 idle start, and so is the parent, when the parent installed the integration or
 ``ARENAPOOL=on`` is set (without either, each worker keeps 25 to 60 MiB). Process
 workers of ``concurrent.futures`` and joblib's multiprocessing backend install
-arenapool and run each task in a phase. One fresh program per measurement."""
+arenapool, its watcher included. One fresh program per measurement."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ from concurrent.futures import ProcessPoolExecutor
 import arenapool, arenapool.futures, arenapool.joblib
 from joblib import Parallel, delayed
 def state(_):
-    return [os.getpid(), arenapool.installed(), arenapool.phase_is_open()]
+    return [os.getpid(), arenapool.installed(), arenapool._release._watcher_pid == os.getpid()]
 if __name__ == "__main__":
     arenapool.futures.install()
     arenapool.joblib.install()
@@ -110,14 +110,13 @@ if __name__ == "__main__":
 """
 
 
-def test_process_workers_install_arenapool_and_run_each_task_in_a_phase(tmp_path):
+def test_process_workers_install_arenapool(tmp_path):
     parent, seen = run_file(tmp_path, IN_WORKERS)
     for pool, tasks in seen.items():
         assert len(tasks) == 4, (pool, tasks)
-        for pid, installed, in_phase in tasks:
-            # A worker thread of the parent is in the parent's phase, not one of its own.
+        for pid, installed, watching in tasks:
             assert (pid == parent) == (pool == "threads"), (pool, tasks)
-            assert installed and in_phase, (pool, tasks)
+            assert installed and watching, (pool, tasks)
 
 
 def run_file(tmp_path, code: str, env: Optional[Dict[str, str]] = None):
