@@ -162,3 +162,13 @@ def test_a_value_neither_on_nor_off_warns_and_the_program_runs():
     seen, err = run("import json, sys; print(json.dumps('arenapool._startup' in sys.modules))", "yes")
     assert seen is True
     assert "ArenaPoolWarning" in err and "neither 'on' nor 'off'" in err, err
+
+
+def test_an_arenapool_that_cannot_be_imported_warns_and_the_program_runs(tmp_path):
+    # An arenapool package that fails to import, found first on the path.
+    (tmp_path / "arenapool").mkdir()
+    (tmp_path / "arenapool" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    seen, err = run("import json; print(json.dumps('ran'))", "on", {"PYTHONPATH": str(tmp_path)})
+    assert seen == "ran"
+    assert "arenapool could not be imported (ImportError: broken on purpose)" in err, err
+    assert "Traceback" not in err and "Error processing line" not in err, err
