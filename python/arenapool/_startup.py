@@ -80,7 +80,7 @@ def start() -> None:
     """What ``ARENAPOOL=on`` does as the interpreter starts (see the module's docs)."""
     if _switch.setting() != "on":
         return
-    install(numpy="numpy" in sys.modules)
+    install(numpy=None if "numpy" in sys.modules else False)  # never imported for it
     _release.start_watcher()
     os.register_at_fork(after_in_child=_release.start_watcher)
     for name, integration in _INTEGRATIONS:
