@@ -59,14 +59,12 @@ class _Finder(MetaPathFinder):
     ) -> Optional[ModuleSpec]:
         if fullname not in _waiting:
             return None
-        function = _waiting.pop(fullname, None)
-        if function is None:
-            return None
         spec = _spec_from_others(self, fullname, path, target)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            _waiting.setdefault(fullname, function)  # not a module it can wait for
-            return spec
-        spec.loader = _ThenRun(spec.loader, fullname, function)
+            return spec  # not a module it can wait for
+        # The function stays waiting until the module runs: a program may only look for
+        # the module (importlib.util.find_spec) and import it later.
+        spec.loader = _ThenRun(spec.loader, fullname)
         return spec
 
 
@@ -86,12 +84,11 @@ def _spec_from_others(
 
 
 class _ThenRun(Loader):
-    """``loader``, then ``function`` once the module has run."""
+    """``loader``, then the function waiting for the module once it has run."""
 
-    def __init__(self, loader: Any, name: str, function: Callable[[], None]) -> None:
+    def __init__(self, loader: Any, name: str) -> None:
         self._loader = loader
         self._name = name
-        self._function = function
 
     def create_module(self, spec: ModuleSpec) -> Optional[ModuleType]:
         module: Optional[ModuleType] = self._loader.create_module(spec)
@@ -103,7 +100,9 @@ class _ThenRun(Loader):
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
         self._loader.exec_module(module)
-        _run(self._name, self._function)
+        function = _waiting.pop(self._name, None)
+        if function is not None:
+            _run(self._name, function)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)

@@ -118,6 +118,20 @@ def test_on_reaches_workers_of_every_start_method(tmp_path):
     assert seen == {method: [[True, True]] * 2 for method in ("fork", "spawn", "forkserver")}, (seen, err)
 
 
+def test_a_module_looked_for_before_its_import_gets_its_integration_at_the_import():
+    seen, err = run(
+        """
+        import importlib.util, json, sys
+        found = importlib.util.find_spec("joblib") is not None and "joblib" not in sys.modules
+        import joblib
+        import arenapool.joblib
+        print(json.dumps([found, arenapool.joblib.installed()]))
+        """,
+        "on",
+    )
+    assert seen == [True, True], (seen, err)
+
+
 def test_off_wins_over_install():
     seen, err = run(
         """
