@@ -123,7 +123,9 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
 
     Arrow's default pool on Linux is mimalloc's, whose release reaches only the memory
     of the thread that calls it: buffers made on other threads (a thread pool's, Dask's
-    workers') stay held. :func:`use_arrow_jemalloc` avoids that.
+    workers') stay held. :func:`arenapool.install` and :func:`use_arrow_jemalloc` make
+    Arrow's jemalloc pool the default instead; what mimalloc's pool still holds, the
+    watcher asks the main thread to release.
     """
     global _glibc_mark, _pymalloc_high, _pymalloc_arenas
     done: List[Release] = []
