@@ -15,7 +15,7 @@ import sys
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from ._warnings import warn_once
 
@@ -24,17 +24,18 @@ __all__ = ["after_import"]
 # The modules waited for, and what to run after each. No lock: each change is one
 # operation on a dict or a list, atomic under the interpreter's lock (a lock here
 # would have to be fork-safe, and imports happen in a child made by fork).
-_waiting: Dict[str, Callable[[], None]] = {}
+_waiting: Dict[str, Tuple[Callable[[], None], str]] = {}
 
 
-def after_import(name: str, function: Callable[[], None]) -> None:
+def after_import(name: str, function: Callable[[], None], *, library: Optional[str] = None) -> None:
     """Call ``function`` once module ``name`` has been imported: now if it is already,
     else right after its first import. A later call for the same name replaces a
-    function still waiting."""
+    function still waiting. ``library`` (``name`` by default) is the library whose
+    integration it installs, named in the warning if it fails (once per library)."""
     if name in sys.modules:
-        _run(name, function)
+        _run(library or name, function)
         return
-    _waiting[name] = function
+    _waiting[name] = (function, library or name)
     if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
 
@@ -100,9 +101,10 @@ class _ThenRun(Loader):
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
         self._loader.exec_module(module)
-        function = _waiting.pop(self._name, None)
-        if function is not None:
-            _run(self._name, function)
+        waiting = _waiting.pop(self._name, None)
+        if waiting is not None:
+            function, library = waiting
+            _run(library, function)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable, Optional, Tuple
 
 from . import _release, _switch, install
 from ._after_import import after_import
@@ -67,13 +68,28 @@ def _ray() -> None:
     ray.install()
 
 
-_INTEGRATIONS = (
-    ("numpy", _numpy),
-    ("joblib", _joblib),
-    ("concurrent.futures", _futures),
-    ("distributed", _dask),
-    ("ray", _ray),
+# Each library, arenapool's module for it, and what installs the integration.
+_INTEGRATIONS: Tuple[Tuple[str, Optional[str], Callable[[], None]], ...] = (
+    ("numpy", None, _numpy),
+    ("joblib", "arenapool.joblib", _joblib),
+    ("concurrent.futures", "arenapool.futures", _futures),
+    ("distributed", "arenapool.dask", _dask),
+    ("ray", "arenapool.ray", _ray),
 )
+
+
+def _once_loaded(own: Optional[str], integration: Callable[[], None]) -> Callable[[], None]:
+    """``integration``, unless arenapool's own module for the library is halfway
+    through its import (it imports the library first, which brings the program here):
+    then it runs when that module has run (see :func:`start`)."""
+
+    def run() -> None:
+        module = sys.modules.get(own) if own is not None else None
+        if getattr(getattr(module, "__spec__", None), "_initializing", False):
+            return
+        integration()
+
+    return run
 
 
 def start() -> None:
@@ -83,8 +99,10 @@ def start() -> None:
     install(numpy=None if "numpy" in sys.modules else False)  # never imported for it
     _release.start_watcher()
     os.register_at_fork(after_in_child=_release.start_watcher)
-    for name, integration in _INTEGRATIONS:
-        after_import(name, integration)
+    for name, own, integration in _INTEGRATIONS:
+        after_import(name, _once_loaded(own, integration))
+        if own is not None:  # the library may first be imported by arenapool's module
+            after_import(own, integration, library=name)
 
 
 try:

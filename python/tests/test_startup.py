@@ -186,3 +186,41 @@ def test_an_arenapool_that_cannot_be_imported_warns_and_the_program_runs(tmp_pat
     assert seen == "ran"
     assert "arenapool could not be imported (ImportError: broken on purpose)" in err, err
     assert "Traceback" not in err and "Error processing line" not in err, err
+
+
+@pytest.mark.parametrize("own", ["arenapool.joblib", "arenapool.dask", "arenapool.ray"])
+def test_arenapools_own_module_imported_before_its_library(own):
+    # arenapool.joblib imports joblib first thing: the integration runs once it is done.
+    pytest.importorskip(own.split(".")[1] if own != "arenapool.dask" else "distributed")
+    seen, err = run(
+        f"""
+        import json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import {own}
+        print(json.dumps([{own}.installed(), [str(w.message) for w in caught if "arenapool" in str(w.message)]]))
+        """,
+        "on",
+    )
+    assert seen == [True, []], (seen, err)
+
+
+DASK_WORKERS = """
+import json, os, sys
+from distributed import Client, LocalCluster
+def state(dask_worker):
+    arenapool = sys.modules.get("arenapool")
+    return [bool(arenapool and arenapool.installed()), "arenapool" in dask_worker.plugins]
+if __name__ == "__main__":
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            print(json.dumps(sorted(client.run(state).values())))
+"""
+
+
+def test_on_reaches_dask_workers_started_by_a_cluster(tmp_path):
+    pytest.importorskip("distributed")
+    program = tmp_path / "dask_workers.py"
+    program.write_text(DASK_WORKERS)
+    seen, err = run(str(program), "on")
+    assert seen == [[True, True], [True, True]], (seen, err)
