@@ -224,3 +224,23 @@ def test_on_reaches_dask_workers_started_by_a_cluster(tmp_path):
     program.write_text(DASK_WORKERS)
     seen, err = run(str(program), "on")
     assert seen == [[True, True], [True, True]], (seen, err)
+
+
+RAY_WORKERS = """
+import json, os, sys
+import ray
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+@ray.remote
+def state():
+    arenapool = sys.modules.get("arenapool")
+    return bool(arenapool and arenapool.installed())
+seen = ray.get([state.remote() for _ in range(2)])
+ray.shutdown()
+print(json.dumps(seen))
+"""
+
+
+def test_on_reaches_ray_workers():
+    pytest.importorskip("ray")
+    seen, err = run(RAY_WORKERS, "on")
+    assert seen == [True, True], (seen, err)
