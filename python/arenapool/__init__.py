@@ -29,10 +29,13 @@ import contextlib
 import sys
 from typing import Any, Callable, Dict, List, Literal, Optional
 
-from . import _arenapool, _optional, _release
+# _warnings first: if the extension cannot load, the startup hook still finds
+# ArenaPoolWarning to say so with.
+from ._warnings import ArenaPoolWarning
+from . import _arenapool, _arrow, _optional, _release, _switch
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
 from ._holders import Release
-from ._warnings import ArenaPoolWarning
+from ._warnings import warn_once
 from ._release import recent_releases, release_others, set_release, use_arrow_jemalloc
 from ._breakdown import Breakdown, breakdown
 from ._notebook import load_ipython_extension as load_ipython_extension  # %load_ext arenapool
@@ -92,6 +95,23 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
       the object allocator and its pools are larger than a page; see
       :func:`set_release`). It only records blocks, and stays after :func:`uninstall`.
 
+    - Arrow's default memory pool, set to give back what it frees, from any thread
+      (see :func:`use_arrow_jemalloc`), once per process, unless
+      ``set_release(arrow=False)`` was called before: before pyarrow is imported,
+      ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` for when it is; after, if its default is
+      still mimalloc's, the default becomes Arrow's jemalloc pool from now on, and what
+      mimalloc's holds goes back through a release on the main thread (the only one
+      mimalloc's release reaches from outside: see :func:`release_others`). A program
+      that chose its pool (``ARROW_DEFAULT_MEMORY_POOL``, ``pyarrow.set_memory_pool``)
+      keeps it.
+    - The watcher, which gives back what the program drops while no phase is open,
+      every second (see :func:`set_release`).
+
+    With ``ARENAPOOL=off`` in the environment, ``install()`` does nothing, and says so
+    once (:class:`ArenaPoolWarning`): the variable rules arenapool out whatever the
+    program calls. ``ARENAPOOL=on`` calls it as the interpreter starts (see the
+    package's README).
+
     Installing again is cheap and changes nothing but the threshold (and wraps the
     calling context's own handler if it has one). :func:`phase` installs the hooks if
     they are not installed. All of it is thread-safe and needs no lock on the
@@ -105,6 +125,13 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
         threshold: the size in bytes from which blocks go to arenapool (default
             64 KiB; see :func:`set_threshold`).
     """
+    if _switch.off():
+        warn_once(
+            "switch:off",
+            f"{_switch.VARIABLE}=off in the environment: arenapool.install() does nothing, and "
+            "no phase sends memory to arenapool. Unset it to let the program install arenapool",
+        )
+        return
     if numpy is not None and not isinstance(numpy, bool):
         raise TypeError(
             f"arenapool.install(numpy=...) takes True, False or None, not "
@@ -123,6 +150,8 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
     if numpy:
         _arenapool.install_numpy_default()
         _arenapool.install_numpy()
+    _arrow.give_back_by_default()
+    _release.start_watcher()
 
 
 def uninstall() -> bool:
@@ -290,7 +319,7 @@ class phase(contextlib.ContextDecorator):
                 "or use it as `with arenapool.phase():`"
             )
         self.report = opened.end()
-        if not _arenapool.phase_is_open():
+        if not _arenapool.phase_is_open() and not _switch.off():
             try:
                 self.released = release_others()
             except Exception as error:  # MemoryError, say: the phase has ended all the same

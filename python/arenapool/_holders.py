@@ -23,7 +23,7 @@ import ctypes
 import re
 import sys
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 __all__ = [
     "ArrowPool",
@@ -327,26 +327,65 @@ def arrow_freed_since_release(pool: Any) -> int:
 _THREAD_BOUND = ("mimalloc",)
 
 
-def release_arrow(min_bytes: int, any_thread: bool = False) -> List[Release]:
+def release_arrow(
+    min_bytes: int, any_thread: bool = False, on_main_thread: Optional[Callable[[List[Release]], None]] = None
+) -> List[Release]:
     """``release_unused()`` on every Arrow pool that has freed at least ``min_bytes``
-    since its last release (with ``any_thread``, only the pools whose release reaches
-    every thread's memory: not mimalloc's)."""
+    since its last release. With ``any_thread`` (a call from a thread that made none of
+    Arrow's buffers), only the pools whose release reaches every thread's memory; the
+    others (mimalloc's) are released on the main thread, soon (see
+    :mod:`arenapool._main_thread`), and ``on_main_thread`` gets what that gave back."""
     done = []
-    for pool, _ in _pools():
-        if any_thread and pool.backend_name in _THREAD_BOUND:
-            continue
+    for pool, is_default in _pools():
         if arrow_freed_since_release(pool) < min_bytes:
+            continue
+        if any_thread and pool.backend_name in _THREAD_BOUND:
+            if on_main_thread is not None:
+                _release_on_main_thread(min_bytes, on_main_thread)
             continue
         before = _rss()
         started = time.perf_counter()
         try:
-            pool.release_unused()
+            _release_unused(pool, is_default)
         except Exception:  # a pool that cannot release is left as it is
             continue
         seconds = time.perf_counter() - started
         _arrow_marks[pool.backend_name] = (pool.total_bytes_allocated(), pool.bytes_allocated())
         done.append(Release(f"arrow:{pool.backend_name}", max(0, before - _rss()), seconds))
     return done
+
+
+def _release_unused(pool: Any, is_default: bool) -> None:
+    """``pool.release_unused()``, for a pool that is not the default too: pyarrow's
+    ``MemoryPool.release_unused()`` releases the default pool, whichever pool it is
+    called on (pyarrow 26), so the pool is made the default for the call. Buffers that
+    other threads make meanwhile (a few microseconds) go to that pool."""
+    pa = sys.modules["pyarrow"]
+    if is_default:
+        pool.release_unused()
+        return
+    default = pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    try:
+        pool.release_unused()
+    finally:
+        pa.set_memory_pool(default)
+
+
+def _release_on_main_thread(min_bytes: int, report: Callable[[List[Release]], None]) -> None:
+    from . import _main_thread
+
+    def release() -> None:
+        if _main_thread_is_current():
+            report(release_arrow(min_bytes))
+
+    _main_thread.call_soon(release)
+
+
+def _main_thread_is_current() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def numpy_traced() -> Optional[int]:

@@ -76,7 +76,8 @@ def set_release(
             allocator cannot be told apart from pymalloc's arenas.
         arrow: ``release_unused()`` on each of Arrow's pools that has freed at least
             ``min_bytes`` since its last release, if pyarrow is already imported (on
-            by default; pyarrow is never imported for it).
+            by default; pyarrow is never imported for it); off before
+            :func:`arenapool.install`, Arrow's default pool is left as it is too.
         min_bytes: the least a holder must have free for the call (1 MiB).
         watch: seconds between the watcher's checks, while no phase is open, for
             memory dropped after a phase ended (1.0); ``0`` stops the watcher.
@@ -95,6 +96,11 @@ def set_release(
         _pymalloc_on = bool(pymalloc)
     if arrow is not None:
         _arrow_on = bool(arrow)
+
+
+def arrow_on() -> bool:
+    """Whether arenapool may ask Arrow's pools to give back (``set_release(arrow=...)``)."""
+    return _arrow_on
 
 
 def checked_seconds(name: str, value: object, zero: str = "0 or more") -> float:
@@ -128,7 +134,9 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
 
     Arrow's default pool on Linux is mimalloc's, whose release reaches only the memory
     of the thread that calls it: buffers made on other threads (a thread pool's, Dask's
-    workers') stay held. :func:`use_arrow_jemalloc` avoids that.
+    workers') stay held. :func:`arenapool.install` and :func:`use_arrow_jemalloc` make
+    Arrow's jemalloc pool the default instead; what mimalloc's pool still holds, the
+    watcher asks the main thread to release.
     """
     done: List[Release] = []
     with _lock:
@@ -167,7 +175,8 @@ def _release_pymalloc(_any_thread: bool) -> List[Release]:
 
 
 def _release_arrow(any_thread: bool) -> List[Release]:
-    return _holders.release_arrow(_min_bytes, any_thread)
+    # What a release on the main thread gives back later is kept with the others.
+    return _holders.release_arrow(_min_bytes, any_thread, _recent.extend)
 
 
 # Each holder: its name, whether it is switched on, its release.

@@ -75,6 +75,7 @@ from concurrent.futures import Executor, Future
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
 
 from . import ArenaPoolError, phase
+from ._workers import InWorker
 
 __all__ = ["install", "installed", "map", "uninstall"]
 
@@ -595,6 +596,8 @@ def _phase_map(self: Executor, fn: Callable[..., R], *iterables: Iterable[Any], 
         return _wrapped_map(self, fn, *iterables, **kwargs)
     opened = phase()
     opened.__enter__()
+    if not _runs_in_threads(self):
+        fn = InWorker(fn)
     try:
         results = _wrapped_map(self, fn, *iterables, **kwargs)
     except BaseException:
@@ -614,8 +617,11 @@ def install() -> None:
     built on ``concurrent.futures.Executor`` that do the same. Everything else about
     ``map`` stays: all its arguments (``timeout``, ``chunksize``, and ``buffersize`` on
     Python 3.14) are passed on, and it submits every task at once, as it always did
-    before 3.14 (use :func:`map` to bound the tasks in flight). The function is passed
-    on as it is.
+    before 3.14 (use :func:`map` to bound the tasks in flight). On an executor whose
+    workers are processes (``ProcessPoolExecutor``, loky's), the function goes to them
+    wrapped so that each worker installs arenapool before its first task
+    (:class:`arenapool._workers.InWorker`): the workers' memory comes back too, once
+    they are idle. On a thread pool the function is passed on as it is.
 
     Installing again changes nothing; :func:`uninstall` puts ``Executor.map`` back.
     """

@@ -91,7 +91,8 @@ with arenapool.phase() as p:
     del df, total
 print(json.dumps([start, rss(), [[r.holder, r.rss_returned] for r in p.released]]))
 """
-    start, after, released = run_fresh(code.format(setting=""))
+    # Arrow's mimalloc pool, as the program chose it: install() leaves it the default.
+    start, after, released = run_fresh(code.format(setting=""), env={"ARROW_DEFAULT_MEMORY_POOL": "mimalloc"})
     assert after <= start + 16 * MiB, (start, after, released)
     assert any(h.startswith("arrow:") and n >= 32 * MiB for h, n in released), released
 

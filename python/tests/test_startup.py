@@ -1,0 +1,246 @@
+"""``ARENAPOOL=on``/``off``: the startup hook the wheel puts in site-packages
+(``arenapool.pth``), what it installs as the interpreter starts and as libraries are
+imported, in the program and in the workers it starts; ``off`` over ``install()``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from typing import Any, Dict, Optional, Tuple
+
+import pytest
+
+import arenapool
+
+
+def run(code: str, arenapool_env: Optional[str], extra: Optional[Dict[str, str]] = None) -> Tuple[Any, str]:
+    """``code`` (or the program file ``code`` names, if it ends in ``.py``) in a fresh
+    interpreter with ``ARENAPOOL`` set to ``arenapool_env`` (unset if ``None``): the
+    JSON of its last line and its standard error."""
+    env = {key: value for key, value in os.environ.items() if key not in ("ARENAPOOL", "ARROW_DEFAULT_MEMORY_POOL")}
+    if arenapool_env is not None:
+        env["ARENAPOOL"] = arenapool_env
+    env.update(extra or {})
+    out = subprocess.run(
+        [sys.executable, code] if code.endswith(".py") else [sys.executable, "-c", textwrap.dedent(code)],
+        env=env, capture_output=True, text=True, timeout=300
+    )
+    if out.returncode != 0:
+        pytest.fail(f"the program failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+def test_the_wheel_puts_the_hook_in_site_packages():
+    site_packages = os.path.dirname(os.path.dirname(arenapool.__file__))
+    assert site_packages in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])
+    with open(os.path.join(site_packages, "arenapool.pth")) as hook:
+        lines = hook.read().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("import "), lines
+
+
+def test_unset_imports_nothing():
+    for value in (None, "", "off"):
+        loaded, _ = run("import sys, json; print(json.dumps(sorted(m for m in sys.modules if 'arenapool' in m)))", value)
+        assert loaded == [], (value, loaded)
+
+
+ON = """
+import json, os, sys
+from arenapool import _arenapool, _release
+seen = {"installed": _arenapool.taking(), "numpy_before": "numpy" in sys.modules,
+        "pyarrow_before": "pyarrow" in sys.modules, "watcher": _release._watcher_pid == os.getpid()}
+import numpy, joblib, concurrent.futures, pyarrow
+import arenapool.joblib, arenapool.futures
+seen.update(numpy=_arenapool.numpy_installed(), joblib=arenapool.joblib.installed(),
+            futures=arenapool.futures.installed(), pool=pyarrow.default_memory_pool().backend_name)
+print(json.dumps(seen))
+"""
+
+
+def test_on_installs_at_start_and_each_integration_at_its_import():
+    seen, err = run(ON, "on")
+    assert seen == {
+        "installed": True,
+        "numpy_before": False,
+        "pyarrow_before": False,
+        "watcher": True,
+        "numpy": True,
+        "joblib": True,
+        "futures": True,
+        "pool": "jemalloc",
+    }, (seen, err)
+    assert "Warning" not in err, err
+
+
+def test_on_installs_dask_and_ray_at_their_import():
+    pytest.importorskip("distributed")
+    pytest.importorskip("ray")
+    seen, err = run(
+        """
+        import json, dask, distributed, ray
+        import arenapool.dask, arenapool.ray
+        print(json.dumps([arenapool.dask.installed(), dask.config.get("distributed.worker.preload"),
+                          arenapool.ray.installed()]))
+        """,
+        "on",
+    )
+    assert seen == [True, ["arenapool.dask"], True], (seen, err)
+
+
+WORKERS = """
+import json, multiprocessing, os
+from concurrent.futures import ProcessPoolExecutor
+def state(_):
+    import sys
+    arenapool = sys.modules.get("arenapool")
+    if arenapool is None:
+        return [False, False]
+    return [arenapool.installed(), arenapool._release._watcher_pid == os.getpid()]
+if __name__ == "__main__":
+    seen = {}
+    for method in ("fork", "spawn", "forkserver"):
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context(method)) as pool:
+            # submit, not map: Executor.map's tasks install arenapool themselves.
+            seen[method] = [future.result() for future in [pool.submit(state, i) for i in range(2)]]
+    print(json.dumps(seen))
+"""
+
+
+def test_on_reaches_workers_of_every_start_method(tmp_path):
+    # spawn and forkserver run the main module again: a file, not -c.
+    program = tmp_path / "workers.py"
+    program.write_text(WORKERS)
+    seen, err = run(str(program), "on")
+    assert seen == {method: [[True, True]] * 2 for method in ("fork", "spawn", "forkserver")}, (seen, err)
+
+
+def test_a_module_looked_for_before_its_import_gets_its_integration_at_the_import():
+    seen, err = run(
+        """
+        import importlib.util, json, sys
+        found = importlib.util.find_spec("joblib") is not None and "joblib" not in sys.modules
+        import joblib
+        import arenapool.joblib
+        print(json.dumps([found, arenapool.joblib.installed()]))
+        """,
+        "on",
+    )
+    assert seen == [True, True], (seen, err)
+
+
+def test_off_wins_over_install():
+    seen, err = run(
+        """
+        import json, warnings
+        import arenapool
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            arenapool.install()
+            arenapool.install()
+            with arenapool.phase():
+                pass
+        print(json.dumps([arenapool.installed(), [(w.category.__name__, str(w.message)) for w in caught]]))
+        """,
+        "off",
+    )
+    installed, caught = seen
+    assert not installed
+    assert len(caught) == 1 and caught[0][0] == "ArenaPoolWarning" and "ARENAPOOL=off" in caught[0][1], caught
+
+
+def test_an_integration_that_fails_warns_and_the_import_goes_on(tmp_path):
+    # A joblib without Parallel: arenapool.joblib cannot install.
+    (tmp_path / "joblib.py").write_text("answer = 42\n")
+    seen, err = run(
+        """
+        import json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import joblib
+        print(json.dumps([joblib.answer, [(w.category.__name__, str(w.message)) for w in caught]]))
+        """,
+        "on",
+        {"PYTHONPATH": str(tmp_path)},
+    )
+    answer, caught = seen
+    assert answer == 42
+    assert [category for category, _ in caught] == ["ArenaPoolWarning"], caught
+    assert "joblib" in caught[0][1], caught
+
+
+def test_a_value_neither_on_nor_off_warns_and_the_program_runs():
+    seen, err = run("import json, sys; print(json.dumps('arenapool._startup' in sys.modules))", "yes")
+    assert seen is True
+    assert "ArenaPoolWarning" in err and "neither 'on' nor 'off'" in err, err
+
+
+def test_an_arenapool_that_cannot_be_imported_warns_and_the_program_runs(tmp_path):
+    # An arenapool package that fails to import, found first on the path.
+    (tmp_path / "arenapool").mkdir()
+    (tmp_path / "arenapool" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    seen, err = run("import json; print(json.dumps('ran'))", "on", {"PYTHONPATH": str(tmp_path)})
+    assert seen == "ran"
+    assert "arenapool could not be imported (ImportError: broken on purpose)" in err, err
+    assert "Traceback" not in err and "Error processing line" not in err, err
+
+
+@pytest.mark.parametrize("own", ["arenapool.joblib", "arenapool.dask", "arenapool.ray"])
+def test_arenapools_own_module_imported_before_its_library(own):
+    # arenapool.joblib imports joblib first thing: the integration runs once it is done.
+    pytest.importorskip(own.split(".")[1] if own != "arenapool.dask" else "distributed")
+    seen, err = run(
+        f"""
+        import json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import {own}
+        print(json.dumps([{own}.installed(), [str(w.message) for w in caught if "arenapool" in str(w.message)]]))
+        """,
+        "on",
+    )
+    assert seen == [True, []], (seen, err)
+
+
+DASK_WORKERS = """
+import json, os, sys
+from distributed import Client, LocalCluster
+def state(dask_worker):
+    arenapool = sys.modules.get("arenapool")
+    return [bool(arenapool and arenapool.installed()), "arenapool" in dask_worker.plugins]
+if __name__ == "__main__":
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            print(json.dumps(sorted(client.run(state).values())))
+"""
+
+
+def test_on_reaches_dask_workers_started_by_a_cluster(tmp_path):
+    pytest.importorskip("distributed")
+    program = tmp_path / "dask_workers.py"
+    program.write_text(DASK_WORKERS)
+    seen, err = run(str(program), "on")
+    assert seen == [[True, True], [True, True]], (seen, err)
+
+
+RAY_WORKERS = """
+import json, os, sys
+import ray
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+@ray.remote
+def state():
+    arenapool = sys.modules.get("arenapool")
+    return bool(arenapool and arenapool.installed())
+seen = ray.get([state.remote() for _ in range(2)])
+ray.shutdown()
+print(json.dumps(seen))
+"""
+
+
+def test_on_reaches_ray_workers():
+    pytest.importorskip("ray")
+    seen, err = run(RAY_WORKERS, "on")
+    assert seen == [True, True], (seen, err)
