@@ -74,7 +74,7 @@ import warnings
 from concurrent.futures import Executor, Future
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
 
-from . import ArenaPoolError, phase
+from . import ArenaPoolError, _optional, phase
 from ._workers import InWorker
 
 __all__ = ["install", "installed", "map", "uninstall"]
@@ -521,7 +521,7 @@ def _ordered_map(
     threads: bool,
 ) -> Iterator[R]:
     """The generator behind :func:`map`."""
-    with phase():
+    with _optional.phase_or_none("arenapool.futures.map"):
         pending: Deque[Future[R]] = collections.deque()
         shared: Optional[_StateFile] = None
         inherited: Optional[str] = None
@@ -572,7 +572,7 @@ _in_chain = False  # whether our wrapper is (or was left) in Executor.map's plac
 _active = False  # whether the wrapper makes phases (else it only passes calls on)
 
 
-def _results_in_phase(results: Iterator[R], opened: phase) -> Iterator[R]:
+def _results_in_phase(results: Iterator[R], opened: Optional[phase]) -> Iterator[R]:
     """``results``, ending the phase when exhausted, closed or collected.
 
     Started (primed) at once, so that its ``finally`` runs even if it is never iterated.
@@ -586,7 +586,7 @@ def _results_in_phase(results: Iterator[R], opened: phase) -> Iterator[R]:
             if close is not None:
                 close()
         finally:
-            opened.__exit__(None, None, None)
+            _optional.end_phase(opened)
 
 
 @functools.wraps(Executor.map)
@@ -594,14 +594,13 @@ def _phase_map(self: Executor, fn: Callable[..., R], *iterables: Iterable[Any], 
     """``Executor.map``, in a phase that ends with its result iterator."""
     if not _active:
         return _wrapped_map(self, fn, *iterables, **kwargs)
-    opened = phase()
-    opened.__enter__()
+    opened = _optional.open_phase("an Executor.map call")
     if not _runs_in_threads(self):
         fn = InWorker(fn)
     try:
         results = _wrapped_map(self, fn, *iterables, **kwargs)
     except BaseException:
-        opened.__exit__(None, None, None)
+        _optional.end_phase(opened)
         raise
     iterator = _results_in_phase(results, opened)
     next(iterator)

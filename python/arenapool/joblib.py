@@ -28,12 +28,11 @@ importing arenapool takes, in a worker whose first task came during the job).
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import joblib
 
-from . import phase
+from . import _optional, phase
 from ._workers import InWorker
 
 __all__ = ["install", "installed", "uninstall"]
@@ -41,12 +40,12 @@ __all__ = ["install", "installed", "uninstall"]
 _original_call: Optional[Callable[..., Any]] = None
 
 
-def _ended_when_done(output: Iterator[Any], open_phase: phase) -> Iterator[Any]:
-    """``output``, then the end of ``open_phase`` (also if it is closed or collected)."""
+def _ended_when_done(output: Iterator[Any], opened: Optional[phase]) -> Iterator[Any]:
+    """``output``, then the end of ``opened`` (also if it is closed or collected)."""
     try:
         yield from output
     finally:
-        open_phase.__exit__(*sys.exc_info())
+        _optional.end_phase(opened)
 
 
 def _in_workers(iterable: Iterable[Any]) -> Iterable[Any]:
@@ -65,17 +64,16 @@ def _in_phase(call: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(call)
     def call_in_phase(self: joblib.Parallel, iterable: Iterable[Any]) -> Any:
-        open_phase = phase()
-        open_phase.__enter__()
+        opened = _optional.open_phase("a joblib.Parallel call")
         try:
             output = call(self, _in_workers(iterable))
         except BaseException:
-            open_phase.__exit__(*sys.exc_info())
+            _optional.end_phase(opened)
             raise
         if isinstance(output, list):
-            open_phase.__exit__(None, None, None)
+            _optional.end_phase(opened)
             return output
-        return _ended_when_done(output, open_phase)
+        return _ended_when_done(output, opened)
 
     return call_in_phase
 

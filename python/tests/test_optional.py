@@ -91,6 +91,29 @@ if __name__ == "__main__":
     assert len(warned) == 1 and "a phase for a gather" in warned[0], warned
 
 
+@pytest.mark.parametrize("fault", NO_PHASE)
+def test_joblib_and_executor_map_run_without_a_phase(fault):
+    results, warned = run_fresh(
+        RECORDED
+        + NO_PHASE[fault]
+        + """
+import arenapool.joblib, arenapool.futures
+from concurrent.futures import ThreadPoolExecutor
+from joblib import Parallel, delayed
+arenapool.joblib.install()
+arenapool.futures.install()
+listed = Parallel(n_jobs=2, backend="threading")(delayed(abs)(-i) for i in range(4))
+lazy = list(Parallel(n_jobs=2, backend="threading", return_as="generator")(delayed(abs)(-i) for i in range(4)))
+with ThreadPoolExecutor(2) as pool:
+    mapped = list(pool.map(abs, [-1, -2]))
+    ordered = list(arenapool.futures.map(pool, abs, [-3, -4]))
+print(json.dumps([[listed, lazy, mapped, ordered], said()]))
+""",
+    )
+    assert results == [[0, 1, 2, 3], [0, 1, 2, 3], [1, 2], [3, 4]], results
+    assert len(warned) == 1 and "which runs without one" in warned[0], warned
+
+
 def test_ray_get_and_task_run_without_a_phase():
     results, warned = run_fresh(
         RECORDED
