@@ -11,6 +11,7 @@ with ``"ignore"``.
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 
@@ -39,3 +40,13 @@ def warn_once(key: str, message: str, *, stacklevel: int = 3) -> None:
             return
         _said.add(key)
     warnings.warn(message, ArenaPoolWarning, stacklevel=stacklevel)
+
+
+def _after_fork_in_child() -> None:
+    """A child made by ``fork`` while another thread held the lock would wait for it
+    for ever: it gets its own."""
+    global _said_lock
+    _said_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
