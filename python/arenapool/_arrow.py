@@ -27,7 +27,10 @@ from . import _release
 from ._release import use_arrow_jemalloc
 from ._warnings import warn_once
 
-__all__ = ["give_back_by_default"]
+__all__ = ["NO_JEMALLOC", "give_back_by_default"]
+
+# The key of the one warning that pyarrow has no jemalloc pool, whoever finds it out.
+NO_JEMALLOC = "arrow:no-jemalloc"
 
 _POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 
@@ -51,8 +54,8 @@ def give_back_by_default() -> None:
                 return
             if "jemalloc" not in pa.supported_memory_backends():
                 warn_once(
-                    "arrow:no-jemalloc",
-                    "this pyarrow has no jemalloc pool: Arrow's default pool stays mimalloc's, "
+                    NO_JEMALLOC,
+                    "Arrow's jemalloc pool is not in this pyarrow: its default pool stays mimalloc's, "
                     "whose memory goes back only from the thread that made it (arenapool asks "
                     "the main thread). Install pyarrow's wheel from PyPI for a pool that gives "
                     "back from any thread",

@@ -52,7 +52,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 from distributed import Client, Worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from . import _optional, _release, install as install_hooks, phase, phase_is_open
+from . import _arrow, _optional, _release, install as install_hooks, phase, phase_is_open
 from ._breakdown import Breakdown, breakdown
 
 __all__ = ["WorkerPhases", "breakdowns", "dask_setup", "install", "installed", "uninstall"]
@@ -101,7 +101,7 @@ class WorkerPhases(WorkerPlugin):
     def setup(self, worker: Worker) -> None:
         # Each step optional: one that cannot run warns once, and the worker starts.
         if self.arrow_jemalloc:
-            _optional.step("arrow jemalloc", "making Arrow's jemalloc pool the default", _release.use_arrow_jemalloc)
+            _optional.step(_arrow.NO_JEMALLOC, "making Arrow's jemalloc pool the default", _release.use_arrow_jemalloc)
         _optional.step("install", "installing arenapool's hooks on this worker", install_hooks)
         if self.metrics:
             _optional.step("metrics", "adding arenapool's metrics to the /metrics page", _register_metrics)

@@ -64,7 +64,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Generator, List, Mapping,
 
 import ray
 
-from . import _optional, _release, install as install_hooks, phase
+from . import _arrow, _optional, _release, install as install_hooks, phase
 from ._arenapool import ArenaPoolError
 from ._breakdown import Breakdown, breakdown
 
@@ -279,7 +279,7 @@ def setup_worker() -> None:
         _task_phases.set_idle(seconds)
     # Each step optional: one that cannot run warns once, and the worker starts.
     if os.environ.get(ARROW_JEMALLOC_VAR, "1") != "0":
-        _optional.step("arrow jemalloc", "making Arrow's jemalloc pool the default", _release.use_arrow_jemalloc)
+        _optional.step(_arrow.NO_JEMALLOC, "making Arrow's jemalloc pool the default", _release.use_arrow_jemalloc)
     _optional.step("install", "installing arenapool's hooks on this worker", install_hooks)
 
 
