@@ -29,6 +29,10 @@ import contextlib
 import sys
 from typing import Any, Callable, Dict, List, Literal, Optional
 
+from ._build import check_build
+
+check_build()  # before the extension is loaded: a free-threaded build cannot load it
+
 from . import _arenapool, _release
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
 from ._holders import Release
