@@ -32,6 +32,10 @@ from typing import Any, Callable, Dict, List, Literal, Optional
 # _warnings first: if the extension cannot load, the startup hook still finds
 # ArenaPoolWarning to say so with.
 from ._warnings import ArenaPoolWarning
+from ._build import check_build
+
+check_build()  # before the extension is loaded: a free-threaded build cannot load it
+
 from . import _arenapool, _arrow, _optional, _release, _switch
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
 from ._holders import Release

@@ -7,6 +7,8 @@ that a run meant to test MPI cannot pass without doing it."""
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -42,6 +44,66 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 """
+
+
+@functools.lru_cache(maxsize=None)
+def _pymalloc_give_back(mode: str) -> bool:
+    code = """
+    import json
+    from arenapool import _arenapool
+    print(json.dumps(_arenapool.install_pymalloc_pools()))
+    """
+    return bool(run_fresh(code, env={"PYTHONMALLOC": mode} if mode else None))
+
+
+def require_pymalloc_give_back(mode: str = "") -> None:
+    """Skips the test where arenapool cannot give pymalloc's free pools back: where
+    ``_arenapool.install_pymalloc_pools()`` says so in a fresh interpreter (with
+    ``PYTHONMALLOC=mode`` if given)."""
+    if not _pymalloc_give_back(mode):
+        setting = f" with PYTHONMALLOC={mode}" if mode else ""
+        pytest.skip(f"pymalloc's free pools are not given back on this interpreter{setting} "
+                    "(_arenapool.install_pymalloc_pools() is False)")
+
+
+def require_glibc_figures() -> None:
+    """Skips the test where arenapool has no figures of glibc's heaps
+    (``arenapool.breakdown().glibc`` is ``None``: not glibc 2.33 or later)."""
+    import arenapool
+
+    if arenapool.breakdown().glibc is None:
+        pytest.skip("no figures of glibc's heaps here (arenapool.breakdown().glibc is None: "
+                    "not glibc 2.33 or later)")
+
+
+def require_pymalloc_figures() -> None:
+    """Skips the test where arenapool has no figures of pymalloc's arenas
+    (``arenapool.breakdown().pymalloc`` is ``None``)."""
+    import arenapool
+
+    if arenapool.breakdown().pymalloc is None:
+        pytest.skip("no figures of pymalloc's arenas here (arenapool.breakdown().pymalloc is None)")
+
+
+def require_installed(name: str) -> None:
+    """Skips the test without the distribution ``name``, read from the installed
+    packages' metadata, so that the test process does not import it."""
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"needs {name}, which is not installed")
+
+
+def require_arrow_strings() -> None:
+    """Skips the test without pandas 3 and pyarrow: pandas 3 keeps its strings in Arrow's
+    memory, pandas 2 as Python objects. Read from the installed packages' metadata, so
+    that the test process does not import them."""
+    require_installed("pandas")
+    require_installed("pyarrow")
+    pandas = importlib.metadata.version("pandas")
+    if int(pandas.split(".")[0]) < 3:
+        pytest.skip(f"pandas {pandas} keeps strings as Python objects; "
+                    "pandas 3 keeps them in Arrow's memory")
 
 
 # The environment variable that makes a skipped MPI test fail.

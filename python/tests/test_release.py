@@ -8,7 +8,15 @@ import pytest
 
 import arenapool
 
-from conftest import MiB, RSS_HELPER, run_fresh
+from conftest import (
+    MiB,
+    RSS_HELPER,
+    require_arrow_strings,
+    require_glibc_figures,
+    require_pymalloc_figures,
+    require_pymalloc_give_back,
+    run_fresh,
+)
 
 # glibc's heaps keep 100 MB of free 1,000-byte blocks below one that stays: its own
 # trimming, at the top of a heap only, cannot give them back.
@@ -30,6 +38,7 @@ def fill():
 
 
 def test_phase_end_trims_glibc():
+    require_glibc_figures()
     code = GLIBC + """
 with arenapool.phase() as p:
     fill()
@@ -57,6 +66,7 @@ print(json.dumps([start, rss(), [r.holder for r in p.released], arenapool.breakd
 
 
 def test_watcher_trims_glibc_after_the_phase():
+    require_glibc_figures()
     code = GLIBC + """
 fill()  # after the phase ended
 time.sleep(2.5)
@@ -85,6 +95,7 @@ start = rss()
 
 
 def test_phase_end_releases_arrows_pool():
+    require_arrow_strings()
     code = FRAME + """
 with arenapool.phase() as p:
     df, total = frame(0, 4_000_000)
@@ -98,6 +109,7 @@ print(json.dumps([start, rss(), [[r.holder, r.rss_returned] for r in p.released]
 
 
 def test_arrow_jemalloc_gives_back_what_is_dropped_after_the_phase():
+    require_arrow_strings()
     code = FRAME + """
 with ThreadPoolExecutor(2) as pool:  # Arrow's buffers made on other threads
     with arenapool.phase():
@@ -112,6 +124,7 @@ print(json.dumps([start, rss()]))
 
 @pytest.mark.parametrize("at_once", [True, False])
 def test_arrow_jemalloc_at_once_gives_back_as_buffers_are_dropped(at_once):
+    require_arrow_strings()
     code = FRAME + """
 with ThreadPoolExecutor(2) as pool:  # Arrow's buffers made on other threads
     with arenapool.phase():
@@ -157,6 +170,7 @@ def pinned_arenas(n):
 
 
 def test_phase_end_gives_back_pymallocs_free_pools():
+    require_pymalloc_give_back()
     code = PYMALLOC + """
 with arenapool.phase() as p:
     kept = pinned_arenas(2_000_000)
@@ -170,6 +184,7 @@ print(json.dumps([start, held, rss(), [[r.holder, r.rss_returned] for r in p.rel
 
 
 def test_pymallocs_free_pools_stay_without_it():
+    require_pymalloc_figures()
     code = PYMALLOC + """
 with arenapool.phase() as p:
     kept = pinned_arenas(2_000_000)
@@ -182,6 +197,7 @@ print(json.dumps([start, held, rss(), [r.holder for r in p.released]]))
 
 
 def test_watcher_gives_back_pymallocs_free_pools_dropped_after_the_phase():
+    require_pymalloc_give_back()
     code = PYMALLOC + """
 kept = pinned_arenas(2_000_000)  # after the phase ended
 held = rss()
@@ -194,6 +210,7 @@ print(json.dumps([start, held, rss()]))
 
 @pytest.mark.parametrize("mode", ["pymalloc", "pymalloc_debug"])
 def test_pools_given_back_are_used_again_whole(mode):
+    require_pymalloc_give_back(mode)
     # A pool given back is set up anew when pymalloc takes it again: the same objects
     # made again fit in the arenas there are, and hold what was written.
     code = PYMALLOC + """
@@ -211,6 +228,7 @@ print(json.dumps([peak, arenas(), given, ok]))
 
 
 def test_breakdown_counts_pools_given_back_apart():
+    require_pymalloc_give_back()
     code = PYMALLOC + """
 with arenapool.phase():
     kept = pinned_arenas(2_000_000)

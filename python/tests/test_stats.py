@@ -68,10 +68,14 @@ def test_the_breakdown_collector_serves_each_holder() -> None:
     holders = {(s.labels["holder"], s.labels["state"]): s.value for s in families["arenapool_holder_bytes"].samples}
     b = arenapool.breakdown()
     assert {("arenapool", "metadata"), ("rest", "anonymous"), ("files", "resident")} <= set(holders)
-    assert b.pymalloc is not None and b.glibc is not None
+    # glibc's and pymalloc's gauges where the breakdown has their figures only.
+    assert (("glibc", "in_use") in holders) == (b.glibc is not None), holders
+    assert (("pymalloc", "in_use") in holders) == (b.pymalloc is not None), holders
     # Read a moment apart: the same within a few MiB.
-    assert abs(holders[("pymalloc", "in_use")] - b.pymalloc.in_use) <= 4 * MIB
-    assert abs(holders[("glibc", "in_use")] - b.glibc.in_use) <= 4 * MIB
+    if b.pymalloc is not None:
+        assert abs(holders[("pymalloc", "in_use")] - b.pymalloc.in_use) <= 4 * MIB
+    if b.glibc is not None:
+        assert abs(holders[("glibc", "in_use")] - b.glibc.in_use) <= 4 * MIB
     assert abs(holders[("files", "resident")] - b.files) <= 4 * MIB
     # Without breakdown=True, no such gauge.
     plain = prometheus_client.CollectorRegistry()

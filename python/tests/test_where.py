@@ -10,7 +10,7 @@ import sys
 
 import arenapool
 
-from conftest import MiB, run_fresh
+from conftest import MiB, require_glibc_figures, require_installed, require_pymalloc_figures, run_fresh
 
 # The test's own reading of glibc's counters.
 MALLINFO2 = """
@@ -44,6 +44,7 @@ def test_arenapool_figures_are_its_allocators():
 
 
 def test_glibc_figures_are_mallinfo2():
+    require_glibc_figures()
     figures = run_fresh(
         MALLINFO2
         + """
@@ -68,6 +69,7 @@ def parse_debugmallocstats(text):
 
 
 def test_pymalloc_figures_are_cpythons():
+    require_pymalloc_figures()
     code = """
 import json, sys, arenapool
 objects = [(i, str(i)) for i in range(300_000)]   # small objects: pymalloc's
@@ -86,6 +88,7 @@ sys._debugmallocstats()                          # CPython's own figures, on std
 
 
 def test_arrow_figures_are_its_pools_and_pyarrow_is_never_imported():
+    require_installed("pyarrow")
     figures = run_fresh(
         """
         import json, sys, arenapool
