@@ -13,8 +13,8 @@ pub use arenapool_alloc::{
     phase_threshold, reset_peak_rss, rss, set_huge_pages, set_idle_return, set_phase_threshold,
     set_trim_after_phase, set_trim_c_heap_after_phase, thread_cache_worst_case, trim,
     try_enter_phase, try_phase, try_with_arena, with_arena, with_arena_report, Arena, ArenaAlloc,
-    Binding, Bytes, CHeap, Error, Memory, PhaseGuard, RawAlloc, Report, ReportingPhase,
-    HUGE_PAGES_ENV, IDLE_RETURN_ENV,
+    Binding, Bytes, CHeap, CHeapSource, Error, Memory, PhaseGuard, RawAlloc, Report,
+    ReportingPhase, HUGE_PAGES_ENV, IDLE_RETURN_ENV,
 };
 pub use arenapool_alloc::{
     stats, write_prometheus, Held, Label, Metric, MetricKind, Stats, Tally, Work, WorkTotals,

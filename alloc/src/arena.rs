@@ -80,6 +80,7 @@ impl Arena {
     /// As [`Arena::new`].
     pub fn with_huge_pages(huge: bool) -> Result<Arena, Error> {
         ensure_bindable()?;
+        crate::idle::start();
         Ok(Arena {
             slot: ManuallyDrop::new(recycler::acquire(huge)?),
         })

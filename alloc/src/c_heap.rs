@@ -1,7 +1,7 @@
 //! The C library's `malloc` heaps: a program that links C libraries has a second
 //! allocator besides this crate's, glibc's where the C library is glibc. Its figures
-//! (`mallinfo2`), and the trim (`malloc_trim(0)`) a phase's end asks of it when its heaps
-//! hold enough free to pay for the call.
+//! (`mallinfo2`, or `mallinfo` on glibc before 2.33), and the trim (`malloc_trim(0)`) a
+//! phase's end asks of it when its heaps hold enough free to pay for the call.
 //!
 //! Elsewhere (musl, macOS) there are no figures and nothing is trimmed.
 
@@ -18,7 +18,8 @@ const MIN_FREE: usize = 1 << 20;
 static LAST_IN_USE: AtomicUsize = AtomicUsize::new(usize::MAX);
 static LAST_FREE: AtomicUsize = AtomicUsize::new(usize::MAX);
 
-/// glibc's `malloc` heaps, from `mallinfo2`, in bytes.
+/// glibc's `malloc` heaps, in bytes, from `mallinfo2` (glibc 2.33 and later) or
+/// `mallinfo` (before): [`source`](CHeap::source) says which.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CHeap {
@@ -27,10 +28,26 @@ pub struct CHeap {
     /// Bytes of free blocks in the heaps, resident or not: pages a trim gave back stay
     /// counted here.
     pub free: usize,
+    /// Where the figures come from.
+    pub source: CHeapSource,
 }
 
-/// The C library's `malloc` heaps now, where the C library is glibc (2.33 or later);
-/// `None` elsewhere.
+/// Where [`CHeap`]'s figures come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CHeapSource {
+    /// glibc's `mallinfo2` (2.33 and later): exact.
+    Mallinfo2,
+    /// glibc's `mallinfo`, where `mallinfo2` is missing (glibc 2.17 to 2.32). Its
+    /// fields are C `int`s, which wrap past 2 GiB; they are read here as unsigned, so
+    /// each figure is exact below 4 GiB and counted modulo 4 GiB above. The trim at a
+    /// phase's end still runs on them: a figure that wrapped can only make it run when
+    /// it was not worth its call, or wait for the next change of 1 MiB.
+    Mallinfo,
+}
+
+/// The C library's `malloc` heaps now, where the C library is glibc (`mallinfo2` from
+/// 2.33 on, `mallinfo` before: see [`CHeapSource`]); `None` elsewhere.
 pub fn c_heap() -> Option<CHeap> {
     imp::figures()
 }
@@ -81,9 +98,11 @@ pub(crate) fn trim_after_phase() -> bool {
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod imp {
-    use super::CHeap;
+    use super::{CHeap, CHeapSource};
 
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::faults::{self, Fault};
 
     type MallInfo2 = unsafe extern "C" fn() -> libc::mallinfo2;
 
@@ -102,7 +121,7 @@ mod imp {
             // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name only looks
             // the symbol up.
             let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallinfo2".as_ptr()) };
-            found = if symbol.is_null() {
+            found = if symbol.is_null() || faults::should_fail(Fault::Mallinfo2) {
                 MISSING
             } else {
                 symbol as usize
@@ -118,14 +137,32 @@ mod imp {
     }
 
     pub(super) fn figures() -> Option<CHeap> {
-        let mallinfo2 = mallinfo2()?;
+        let Some(mallinfo2) = mallinfo2() else {
+            return Some(from_mallinfo());
+        };
         // SAFETY: `mallinfo2` takes no argument, reads glibc's heaps under their locks
         // and returns a plain struct.
         let info = unsafe { mallinfo2() };
         Some(CHeap {
             in_use: info.uordblks.saturating_add(info.hblkhd),
             free: info.fordblks,
+            source: CHeapSource::Mallinfo2,
         })
+    }
+
+    /// The figures of `mallinfo` (every glibc has it), whose `int` fields wrap past
+    /// 2 GiB: read as unsigned (see [`CHeapSource::Mallinfo`]).
+    fn from_mallinfo() -> CHeap {
+        // SAFETY: `mallinfo` takes no argument, reads glibc's heaps under their locks
+        // and returns a plain struct.
+        #[allow(deprecated)]
+        let info = unsafe { libc::mallinfo() };
+        let unsigned = |field: libc::c_int| field as u32 as usize;
+        CHeap {
+            in_use: unsigned(info.uordblks).saturating_add(unsigned(info.hblkhd)),
+            free: unsigned(info.fordblks),
+            source: CHeapSource::Mallinfo,
+        }
     }
 
     pub(super) fn trim() {

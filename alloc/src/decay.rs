@@ -37,6 +37,8 @@
 //! while it sets the decay, so an end that lost waits for it and then gives the pages
 //! back.
 
+#[cfg(test)]
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::thread;
 
@@ -58,8 +60,10 @@ fn keep_freed_locked(index: u32) -> CtlResult<()> {
     let last = table::arena(index);
     last.idle.store(false, Ordering::SeqCst);
     if moved(index) {
-        purge::until_a_purge_runs(index)?;
-        last.unsure.store(false, Ordering::Relaxed);
+        // A wait that gave up (a `fork` was waiting) leaves the next start unsure; the
+        // end checks for itself.
+        let ran = purge::until_a_purge_runs(index)?;
+        last.unsure.store(!ran, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -109,14 +113,27 @@ pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
     // `purge::free` sees through.
     last.idle.store(true, Ordering::SeqCst);
     let before = purge::active_pages(index);
-    let set = purge::counted(index, ctl::arena_set_decay(index, Pages::Dirty, 0));
+    let here = hooks::gave_back_here();
+    let mut set = purge::counted(index, ctl::arena_set_decay(index, Pages::Dirty, 0));
+    let mut gave_up = false;
+    if set.is_ok() && hooks::gave_back_here() == here {
+        // The decay change gave nothing back on this thread: nothing was free, or
+        // jemalloc skipped its purge because one of its own was under way, begun
+        // inside a free on another thread while the arena waited for work (the free
+        // counted before the last end's figures, its purge begun after them, so the
+        // start did not wait for it). That purge covers only the pages free when it
+        // began, none of the work's: wait for it to end, and purge.
+        // A wait that gave up (a `fork` was waiting) leaves the pages for the next
+        // purge, and the next start waits.
+        set = purge::until_a_purge_runs(index).map(|ran| gave_up = !ran);
+    }
     let after = purge::active_pages(index);
     last.active_at_end
         .store(after.unwrap_or(0), Ordering::Relaxed);
     last.give_backs_at_end
         .store(hooks::gave_back(index), Ordering::Relaxed);
     last.unsure.store(
-        before.is_none() || before != after || set.is_err(),
+        before.is_none() || before != after || set.is_err() || gave_up,
         Ordering::Relaxed,
     );
     last.ended.store(true, Ordering::Relaxed);
@@ -244,5 +261,81 @@ fn switch_to_keeping(index: u32) {
         // Cannot fail for an arena that exists; if it did, the arena would go on giving
         // freed pages back at once: slower, still right. Nothing may unwind from here.
         let _ = keep_freed_locked(index);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{recycler, tally};
+    use tikv_jemalloc_sys as ffi;
+
+    const SCRATCH: usize = 3 << 20;
+
+    /// A block of `size` bytes in arena `index`, written.
+    fn block_in(index: u32, size: usize) -> usize {
+        let flags = ffi::MALLOCX_ARENA(index as usize) | ffi::MALLOCX_TCACHE_NONE;
+        // SAFETY: a non-zero size and flags naming an existing arena.
+        let block = unsafe { ffi::mallocx(size, flags) };
+        assert!(!block.is_null());
+        // SAFETY: the block was just allocated with `size` bytes.
+        unsafe { std::ptr::write_bytes(block.cast::<u8>(), 1, size) };
+        block as usize
+    }
+
+    fn free(block: usize, size: usize) {
+        // SAFETY: `block` was allocated by `block_in` with `size`, and is freed once.
+        unsafe { ffi::sdallocx(block as *mut _, size, ffi::MALLOCX_TCACHE_NONE) };
+    }
+
+    /// The end of work gives back what the work freed while a purge of jemalloc's,
+    /// begun inside the free of an earlier result on another thread while the arena
+    /// waited for work, is still under way (that thread descheduled midway: here held
+    /// in the hook), and the start did not wait for it (the free was counted before
+    /// the last end's figures). jemalloc skips the purge of the end's decay change
+    /// then; the end waits for the other purge and purges.
+    #[test]
+    fn an_end_gives_back_while_a_purge_of_jemallocs_is_under_way() {
+        let index = recycler::create_arena(false).unwrap();
+        while purge::active_pages(index).is_none() {
+            ctl::refresh_stats().unwrap();
+        }
+        keep_freed(index).unwrap();
+        let result = block_in(index, 1 << 20);
+        return_freed(index).unwrap();
+
+        // The result is freed on another thread, into the idle arena: jemalloc purges
+        // it there, and that purge is held in the hook.
+        let waits = tally::purge_waits();
+        static WAITS: AtomicU64 = AtomicU64::new(0);
+        WAITS.store(waits, Ordering::SeqCst);
+        hooks::hold::hold(index, || {
+            tally::purge_waits() > WAITS.load(Ordering::SeqCst)
+        });
+        let freer = thread::spawn(move || free(result, 1 << 20));
+        while !hooks::hold::reached() {
+            thread::yield_now();
+        }
+        // The figures of the last end, as if the free had been counted before them.
+        let last = table::arena(index);
+        last.active_at_end
+            .store(purge::active_pages(index).unwrap(), Ordering::Relaxed);
+        last.give_backs_at_end
+            .store(hooks::gave_back(index), Ordering::Relaxed);
+        last.unsure.store(false, Ordering::Relaxed);
+
+        // Work: scratch freed inside, then the end.
+        keep_freed(index).unwrap();
+        let scratch = block_in(index, SCRATCH);
+        free(scratch, SCRATCH);
+        let before = hooks::bytes_given_back(index);
+        return_freed(index).unwrap();
+        let given_back = hooks::bytes_given_back(index) - before;
+        hooks::hold::release();
+        freer.join().unwrap();
+        assert!(
+            given_back >= SCRATCH as u64,
+            "the end gave back {given_back} bytes of {SCRATCH} freed"
+        );
     }
 }

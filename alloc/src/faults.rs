@@ -40,6 +40,10 @@ pub enum Fault {
     GiveBack,
     /// A call to jemalloc's control interface (`mallctl`): it fails with `EAGAIN`.
     Control,
+    /// The look-up of glibc's `mallinfo2` (made once per process): it is not found, as
+    /// with glibc before 2.33, and [`c_heap`](crate::c_heap)'s figures come from
+    /// `mallinfo`.
+    Mallinfo2,
 }
 
 /// Per kind of fault: every how many calls one fails (0: none), the state of the
@@ -53,14 +57,14 @@ struct Plan {
 }
 
 #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
-static PLANS: [Plan; 3] = [const {
+static PLANS: [Plan; 4] = [const {
     Plan {
         every: AtomicU32::new(0),
         random: AtomicU64::new(0),
         calls: AtomicU64::new(0),
         injected: AtomicU64::new(0),
     }
-}; 3];
+}; 4];
 
 #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
 fn plan(fault: Fault) -> &'static Plan {

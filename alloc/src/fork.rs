@@ -54,6 +54,71 @@ thread_local! {
     static DEPTH: Cell<usize> = const { Cell::new(0) };
 }
 
+/// Debug builds: whether the calling thread runs `fork` (its handlers, from [`prepare`]
+/// to the one after it), and how deep it is in the extent hooks ([`in_hook`]). Checked
+/// as a section is entered: on the forking thread while the gate is closed it would
+/// wait for itself, and inside a hook it would wait with jemalloc's locks held for a
+/// `fork` that waits for jemalloc's locks.
+#[cfg(debug_assertions)]
+mod checks {
+    use std::cell::Cell;
+
+    thread_local! {
+        pub(super) static FORKING: Cell<bool> = const { Cell::new(false) };
+        pub(super) static IN_HOOK: Cell<u32> = const { Cell::new(0) };
+    }
+
+    pub(super) fn forking() -> bool {
+        FORKING.try_with(Cell::get).unwrap_or(false)
+    }
+
+    pub(super) fn set_forking(forking: bool) {
+        let _ = FORKING.try_with(|f| f.set(forking));
+    }
+
+    pub(super) fn in_hook() -> bool {
+        IN_HOOK.try_with(Cell::get).unwrap_or(0) > 0
+    }
+
+    pub(super) fn hook_depth(by: i32) {
+        let _ = IN_HOOK.try_with(|d| d.set(d.get().saturating_add_signed(by)));
+    }
+
+    /// Writes `message` to stderr and aborts: nothing may unwind from where a section
+    /// is entered (the allocator, a hook, a `fork` handler). No allocation.
+    pub(super) fn abort(message: &str) -> ! {
+        // SAFETY: writes the bytes of a live string to the standard error descriptor.
+        unsafe { libc::write(2, message.as_ptr().cast(), message.len()) };
+        std::process::abort()
+    }
+}
+
+/// Marks the calling thread as inside one of the extent hooks (jemalloc calls them with
+/// its locks held) until the guard is dropped: a debug build aborts if a section is
+/// entered meanwhile. Nothing in a release build.
+#[must_use = "the mark ends when dropped"]
+pub(crate) struct InHook {
+    _thread: PhantomData<*const ()>,
+}
+
+/// See [`InHook`].
+#[inline]
+pub(crate) fn in_hook() -> InHook {
+    #[cfg(debug_assertions)]
+    checks::hook_depth(1);
+    InHook {
+        _thread: PhantomData,
+    }
+}
+
+impl Drop for InHook {
+    #[inline]
+    fn drop(&mut self) {
+        #[cfg(debug_assertions)]
+        checks::hook_depth(-1);
+    }
+}
+
 fn depth() -> usize {
     DEPTH.try_with(Cell::get).unwrap_or(0)
 }
@@ -81,6 +146,12 @@ fn pause(round: &mut u32) {
     }
 }
 
+/// Whether a `fork` is waiting at the gate (its handler runs, and waits for the
+/// threads inside sections): a wait inside a section that can give up, gives up.
+pub(crate) fn is_waiting() -> bool {
+    CLOSED.load(Ordering::SeqCst)
+}
+
 /// A stretch of code that no `fork` may split: while a thread is inside one, `fork`
 /// waits. Made by [`section`]; left when dropped, on the thread that made it.
 #[derive(Debug)]
@@ -93,6 +164,18 @@ pub(crate) struct Section {
 /// Enters a section, first waiting at the gate if a `fork` is under way (unless the
 /// thread is already inside one).
 pub(crate) fn section() -> Section {
+    #[cfg(debug_assertions)]
+    {
+        if checks::in_hook() {
+            checks::abort("arenapool: a section was entered inside an extent hook\n");
+        }
+        if checks::forking() && CLOSED.load(Ordering::SeqCst) {
+            checks::abort(
+                "arenapool: a section was entered on the forking thread while the fork gate \
+                 is closed (a `fork` handler registered before arenapool's allocates)\n",
+            );
+        }
+    }
     ensure_handlers();
     let depth = depth();
     if depth > 0 {
@@ -255,6 +338,8 @@ fn register() {
 
 /// Before `fork`: closes the gate, then waits until no other thread is inside a section.
 extern "C" fn prepare() {
+    #[cfg(debug_assertions)]
+    checks::set_forking(true);
     CLOSED.store(true, Ordering::SeqCst);
     // The forking thread itself may be inside (it cannot wait for itself).
     let own = depth();
@@ -267,6 +352,8 @@ extern "C" fn prepare() {
 /// After `fork`, in the parent: opens the gate.
 extern "C" fn after_in_parent() {
     CLOSED.store(false, Ordering::SeqCst);
+    #[cfg(debug_assertions)]
+    checks::set_forking(false);
 }
 
 /// After `fork`, in the child: a new generation; the forking thread, the only one, is
@@ -277,6 +364,8 @@ extern "C" fn after_in_child() {
     INSIDE.store(depth(), Ordering::SeqCst);
     HANDLERS.store(REGISTERED, Ordering::Release);
     CLOSED.store(false, Ordering::SeqCst);
+    #[cfg(debug_assertions)]
+    checks::set_forking(false);
     for slot in &ON_CHILD {
         let f = slot.load(Ordering::Acquire);
         if f != 0 {

@@ -21,13 +21,18 @@
 //! -1 or 0, this crate's); a timer that ran the decay of jemalloc's arenas shortened to the
 //! delay made jemalloc purge more often inside `malloc` and `free` while work runs.
 //!
-//! The thread starts on the first use of the large path (or a call of
-//! [`set_idle_return`] or [`idle_return`]); again in a child made by `fork`, which has
-//! none of its parent's threads.
+//! The setting is made, and the thread started, by the first scope, [`Arena`](crate::Arena)
+//! (a pool's job takes its arenas), phase or [`trim`](crate::trim) of the process, or a
+//! call of [`set_idle_return`] or [`idle_return`]; again in a child made by `fork`,
+//! which has none of its parent's threads. Never inside the allocator: reading the
+//! environment and starting a thread both allocate, and take the C library's locks,
+//! which an allocation must not do from inside another. The allocator's path only
+//! stores to atomics and wakes the thread ([`notice`]). One compare-and-swap claims
+//! the thread's start, so one runs per process, however many threads race to start it.
 
 use std::io::Write;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
@@ -43,8 +48,6 @@ const DEFAULT_MS: u64 = 1000;
 /// What the allocator's large path needs to know, in one byte it loads: whether it has
 /// anything to do. Below [`USED`] it has ([`noticed`]).
 static NOTICE: AtomicU8 = AtomicU8::new(UNSET);
-/// The setting is not made yet in this process.
-const UNSET: u8 = 0;
 /// The thread waits out the delay, and the large path was not used since it began.
 const QUIET: u8 = 1;
 /// The thread sleeps until the large path is used.
@@ -53,12 +56,15 @@ const ASLEEP: u8 = 2;
 const USED: u8 = 3;
 /// No thread: the setting is off, being made, or the thread could not be started.
 const NOTHING: u8 = 4;
+/// The setting is not made yet in this process ([`start`] makes it). Above [`USED`]:
+/// the large path has nothing to do.
+const UNSET: u8 = 5;
 
 /// Called on the allocator's large path (allocations, reallocations and frees of
-/// [`FLOOR`](crate::route::FLOOR) bytes and more): makes the setting if it is not made
-/// yet, and tells the thread the path was used, waking it if it sleeps. One relaxed load
-/// when there is nothing to do: while the process works, all but the first use after
-/// each of the thread's looks.
+/// [`FLOOR`](crate::route::FLOOR) bytes and more): tells the thread the path was used,
+/// waking it if it sleeps. One relaxed load when there is nothing to do: while the
+/// process works, all but the first use after each of the thread's looks. Atomics and
+/// a wake-up only: no allocation, no lock, no thread started (see [`start`]).
 #[inline]
 pub(crate) fn notice() {
     if NOTICE.load(Ordering::Relaxed) < USED {
@@ -70,7 +76,6 @@ pub(crate) fn notice() {
 #[inline(never)]
 fn noticed() {
     match NOTICE.load(Ordering::Relaxed) {
-        UNSET => make_default(),
         QUIET => {
             let _ = NOTICE.compare_exchange(QUIET, USED, Ordering::Relaxed, Ordering::Relaxed);
         }
@@ -85,9 +90,34 @@ fn noticed() {
     }
 }
 
+/// Makes the setting if it is not made yet in this process (or in this child of
+/// `fork`), and starts the thread: called outside the allocator, by the first scope,
+/// [`Arena`](crate::Arena), phase, [`trim`](crate::trim) or
+/// [`set_idle_return`]/[`idle_return`] call. One relaxed load once made.
+#[inline]
+pub(crate) fn start() {
+    if NOTICE.load(Ordering::Relaxed) == UNSET {
+        make_default();
+    }
+}
+
+/// The setting is made: [`make_default`] has run to its end in this process. A call
+/// that reports the setting waits for it, so that it does not see one half made.
+static MADE: AtomicBool = AtomicBool::new(false);
+
 /// The thread's handle, once started: a leaked `Thread`, never freed (null in a child
 /// made by `fork` until it starts its own).
 static THREAD: AtomicPtr<Thread> = AtomicPtr::new(ptr::null_mut());
+
+/// Where the start of the thread stands in this process: one of the four below. The
+/// compare-and-swap out of [`NOT_STARTED`] claims the start, so one thread runs per
+/// process. A child made by `fork` has none of its parent's threads, and starts again
+/// from [`NOT_STARTED`] (see [`after_fork_in_child`]).
+static THREAD_STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
+const NOT_STARTED: u8 = 0;
+const STARTING: u8 = 1;
+const RUNNING: u8 = 2;
+const FAILED: u8 = 3;
 
 fn wake() {
     // SAFETY: a non-null pointer is a leaked `Thread`, never freed.
@@ -112,8 +142,9 @@ fn delay() -> Option<Duration> {
 }
 
 /// Makes the default setting (the environment's, or [`DEFAULT_MS`]) and starts the
-/// thread. Only the thread that moves [`NOTICE`] out of [`UNSET`] makes it. Nothing
-/// here may unwind: it runs inside the allocator.
+/// thread. Only the thread that moves [`NOTICE`] out of [`UNSET`] makes it; never
+/// called inside the allocator (it reads the environment and may start a thread, both
+/// of which allocate).
 #[cold]
 fn make_default() {
     if NOTICE
@@ -135,13 +166,17 @@ fn make_default() {
     if delay().is_some() {
         run_thread();
     }
+    MADE.store(true, Ordering::Release);
 }
 
 /// In a child made by `fork` (see [`crate::fork`]): the thread was the parent's; the
-/// child's first use of the large path starts its own. Only stores: what a child of a
-/// multithreaded process may do. The parent's handle stays allocated, unused.
+/// child's first scope, phase or other call that makes the setting starts its own. Only
+/// stores: what a child of a multithreaded process may do. The parent's handle stays
+/// allocated, unused.
 fn after_fork_in_child() {
     THREAD.store(ptr::null_mut(), Ordering::Relaxed);
+    THREAD_STATE.store(NOT_STARTED, Ordering::Relaxed);
+    MADE.store(false, Ordering::Relaxed);
     NOTICE.store(UNSET, Ordering::Relaxed);
 }
 
@@ -149,9 +184,8 @@ fn after_fork_in_child() {
 fn from_environment() -> u64 {
     match std::env::var(IDLE_RETURN_ENV) {
         Err(std::env::VarError::NotPresent) => DEFAULT_MS,
-        // Written, not `eprintln!`ed: this runs inside the allocator, and a failed
-        // write to stderr must not panic there.
         Ok(value) => parse(&value).unwrap_or_else(|()| {
+            // Written, not `eprintln!`ed: a failed write to stderr must not panic.
             let _ = writeln!(
                 std::io::stderr(),
                 "arenapool: {IDLE_RETURN_ENV}={value:?} is not `off` or a delay above 0 \
@@ -190,13 +224,20 @@ fn parse(value: &str) -> Result<u64, ()> {
     }
 }
 
-/// Starts the thread, or wakes the one that runs to wait out the delay chosen now.
-/// Leaves [`NOTICE`] at [`NOTHING`] if none can be started.
+/// Starts the thread, or wakes the one that runs (or is being started) to wait out the
+/// delay chosen now. The compare-and-swap on [`THREAD_STATE`] lets one caller start it;
+/// others racing it leave it to that one. Leaves [`NOTICE`] at [`NOTHING`] if it could
+/// not be started.
 fn run_thread() {
     NOTICE.store(USED, Ordering::SeqCst);
-    if !THREAD.load(Ordering::SeqCst).is_null() {
-        wake();
-        return;
+    match THREAD_STATE.compare_exchange(NOT_STARTED, STARTING, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => {}
+        // Runs: wake it to read the delay again.
+        Err(RUNNING) => return wake(),
+        // Another caller is starting it: the thread reads the delay as it begins.
+        Err(STARTING) => return,
+        Err(_) => return NOTICE.store(NOTHING, Ordering::SeqCst),
     }
     let spawned = thread::Builder::new()
         .name("arenapool-idle".into())
@@ -208,10 +249,14 @@ fn run_thread() {
                 Box::into_raw(Box::new(handle.thread().clone())),
                 Ordering::SeqCst,
             );
+            THREAD_STATE.store(RUNNING, Ordering::Release);
             // A notice that found the thread asleep before the store saw no handle.
             handle.thread().unpark();
         }
-        Err(_) => NOTICE.store(NOTHING, Ordering::SeqCst),
+        Err(_) => {
+            THREAD_STATE.store(FAILED, Ordering::Release);
+            NOTICE.store(NOTHING, Ordering::SeqCst);
+        }
     }
 }
 
@@ -311,7 +356,7 @@ pub fn set_idle_return(after: Option<Duration>) {
     };
     CHOSEN.store(ms, Ordering::Relaxed);
     // Makes the default first if it is not made yet (which keeps the choice just stored).
-    notice();
+    start();
     if ms == OFF {
         NOTICE.store(NOTHING, Ordering::SeqCst);
     } else {
@@ -323,7 +368,11 @@ pub fn set_idle_return(after: Option<Duration>) {
 /// arenas goes back (see [`set_idle_return`]); `None` when that is off, or its thread
 /// could not be started.
 pub fn idle_return() -> Option<Duration> {
-    notice();
+    start();
+    // Another thread may be making it: a few atomic stores away.
+    while !MADE.load(Ordering::Acquire) {
+        thread::yield_now();
+    }
     delay().filter(|_| NOTICE.load(Ordering::SeqCst) != NOTHING)
 }
 

@@ -102,7 +102,7 @@ mod raw;
 pub use self::arena::{live_arenas, Arena};
 pub use self::binding::{current_arena, Binding};
 pub use self::bytes::Bytes;
-pub use self::c_heap::{c_heap, set_trim_c_heap_after_phase, CHeap};
+pub use self::c_heap::{c_heap, set_trim_c_heap_after_phase, CHeap, CHeapSource};
 pub use self::error::Error;
 pub use self::exposition::{write_prometheus, Metric, MetricKind};
 pub use self::global::ArenaAlloc;

@@ -181,6 +181,7 @@ fn os_page_size() -> usize {
 ///
 /// A jemalloc control call failed (not expected in practice).
 pub fn trim() -> Result<usize, Error> {
+    crate::idle::start();
     ctl::refresh_stats()?;
     let before = ctl::arena_purged_bytes(ARENAS_ALL)?;
     ctl::thread_tcache_flush()?;

@@ -207,6 +207,7 @@ pub fn try_enter_phase() -> Result<PhaseGuard, Error> {
 
 fn try_enter(label: Option<Label>) -> Result<PhaseGuard, Error> {
     ensure_routable()?;
+    crate::idle::start();
     let generation = begin()?;
     Ok(PhaseGuard {
         open: true,

@@ -16,7 +16,9 @@
 //! While work runs in an arena its dirty decay is -1, and jemalloc starts no purge of
 //! its own. So the work's end is safe if none is under way when the work starts; when
 //! one may be (see [`crate::decay`]), the start waits for it to end
-//! ([`until_a_purge_runs`]):
+//! ([`until_a_purge_runs`]). One that the start cannot see (begun after a free counted
+//! before the last end's figures, its thread descheduled midway) is caught at the end:
+//! an end whose purge called no hook on its thread waits the same way.
 //!
 //! Every arena this crate creates has the extent hooks of [`crate::hooks`], which count
 //! the calls that give pages back, per arena and per thread. Under the arena's
@@ -26,10 +28,7 @@
 //! ends when that one does (no new one can start). This also gives back what was freed
 //! into the arena while another purge ran, which jemalloc leaves behind.
 //!
-//! What stays out of reach: a free that has lowered the count before the arena's work
-//! ends, but starts its purge only after the end's own purge is over; in between it
-//! takes a few instructions of jemalloc's, so the free's thread must be descheduled
-//! just there. A page freed into an idle arena while another purge of that arena runs
+//! What stays out of reach: a page freed into an idle arena while another purge of that arena runs
 //! is left by jemalloc for the arena's next purge; for blocks that reach their arena
 //! when freed (those larger than threads' caches hold), [`free`] makes that purge
 //! happen at once, but the pages of small objects, whose slabs empty inside jemalloc,
@@ -237,11 +236,18 @@ fn purge_skipped(index: u32) {
 /// good, and no purge of that arena runs again. So for an inherited arena the wait is
 /// short ([`PATIENCE_INHERITED`]); once it has run out, the arena is taken as stuck
 /// ([`table::is_stuck`]): it is purged once each time and never waited for again.
-pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<()> {
+///
+/// A `fork` waits for the wait (it runs under the arena's purge lock, inside a
+/// section): so the wait gives up as soon as a `fork` is waiting at the gate
+/// ([`fork::is_waiting`]), leaving the pages for the arena's next purge, rather than
+/// hold the fork for as long as the other purge runs. Returns whether a purge was
+/// seen to run (or the arena is stuck and was purged once); `false` when the wait
+/// gave up.
+pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<bool> {
     let arena = table::arena(index);
     let inherited = arena.inherited();
     if inherited && arena.stuck.load(Ordering::Relaxed) {
-        return counted(index, ctl::arena_purge(index));
+        return counted(index, ctl::arena_purge(index)).map(|()| true);
     }
     let patience = if inherited {
         PATIENCE_INHERITED
@@ -257,7 +263,7 @@ pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<()> {
         let marker = unsafe { ffi::mallocx(size, flags) };
         if marker.is_null() {
             // Out of memory: nothing to tell a purge that runs from one that does not.
-            return counted(index, ctl::arena_purge(index));
+            return counted(index, ctl::arena_purge(index)).map(|()| false);
         }
         // Counted from before the marker's free, which at decay 0 is itself a purge.
         let before = hooks::gave_back_here();
@@ -266,15 +272,20 @@ pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<()> {
         unsafe { ffi::sdallocx(marker, size, ffi::MALLOCX_TCACHE_NONE) };
         counted(index, ctl::arena_purge(index))?;
         if hooks::gave_back_here() != before {
-            return Ok(());
+            return Ok(true);
+        }
+        if fork::is_waiting() {
+            tally::purge_wait_given_up();
+            return Ok(false);
         }
         if started.elapsed() > patience {
             tally::purge_wait_given_up();
             if inherited {
                 arena.stuck.store(true, Ordering::Relaxed);
             }
-            return Ok(());
+            return Ok(false);
         }
+        tally::purge_waited();
         std::thread::yield_now();
     }
 }

@@ -60,8 +60,8 @@ pub(crate) fn mallocx_flags(arena: Option<u32>, align: usize, size: usize) -> c_
 
 /// The phase arena for a block of `size` bytes asked for by the calling thread, if it
 /// goes to one: a phase is open, `size` reaches the threshold, and the thread is not
-/// bound to an arena of its own. The first large block of the process (and of a child
-/// made by `fork`) also makes the idle-return setting (see [`crate::idle`]).
+/// bound to an arena of its own. Each large block also tells the idle return that the
+/// process works (atomics only: see [`crate::idle::notice`]).
 #[inline]
 pub(crate) fn route(size: usize) -> Option<u32> {
     idle::notice();

@@ -328,6 +328,21 @@ pub(crate) fn purges_skipped() -> u64 {
     SKIPPED.load(Ordering::Relaxed)
 }
 
+/// Rounds of waits for a purge of jemalloc's under way (see
+/// [`crate::purge::until_a_purge_runs`]) that found one and tried again.
+static WAITED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a round of a wait for a purge under way that found one.
+pub(crate) fn purge_waited() {
+    WAITED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Rounds of waits for a purge under way that found one, so far.
+#[cfg(test)]
+pub(crate) fn purge_waits() -> u64 {
+    WAITED.load(Ordering::Relaxed)
+}
+
 /// Counts a wait for a purge under way that gave up, leaving pages for the arena's
 /// next purge.
 pub(crate) fn purge_wait_given_up() {

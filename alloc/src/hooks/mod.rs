@@ -31,6 +31,7 @@ use tikv_jemalloc_sys as ffi;
 
 use crate::ctl::{self, CtlResult};
 use crate::faults::{self, Fault};
+use crate::fork;
 use crate::map::{self, ADDRESS_BITS, GRANULE};
 use crate::table;
 
@@ -137,6 +138,7 @@ unsafe extern "C" fn alloc(
     commit: *mut bool,
     arena: c_uint,
 ) -> *mut c_void {
+    let _in_hook = fork::in_hook();
     if !new_addr.is_null() || size == 0 {
         return ptr::null_mut();
     }
@@ -201,11 +203,55 @@ unsafe extern "C" fn alloc(
 /// Counts a call, on this thread and for arena `arena`, of a hook that gives pages back,
 /// and marks the arena if it stands by.
 fn count(arena: c_uint) {
+    #[cfg(test)]
+    hold::wait_if_held(arena);
     let _ = GAVE_BACK.try_with(|n| n.set(n.get().wrapping_add(1)));
     if let Some(state) = table::get(arena) {
         state.give_backs.fetch_add(1, Ordering::Relaxed);
     }
     table::mark_if_standing_by(arena);
+}
+
+/// For tests: the hooks that give pages back in one arena made to wait, inside
+/// jemalloc (so with a purge of its own under way in that arena), until a condition
+/// holds: the state a purge of jemalloc's is in when its thread is descheduled midway.
+#[cfg(test)]
+pub(crate) mod hold {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::Mutex;
+
+    static ARENA: AtomicU32 = AtomicU32::new(u32::MAX);
+    static REACHED: AtomicBool = AtomicBool::new(false);
+    static UNTIL: Mutex<Option<fn() -> bool>> = Mutex::new(None);
+
+    /// From now on the hooks of arena `index` that give pages back wait until `until`
+    /// answers `true` or [`release`] is called.
+    pub(crate) fn hold(index: u32, until: fn() -> bool) {
+        *UNTIL.lock().unwrap() = Some(until);
+        REACHED.store(false, Ordering::SeqCst);
+        ARENA.store(index, Ordering::SeqCst);
+    }
+
+    /// Whether a hook has been held since [`hold`].
+    pub(crate) fn reached() -> bool {
+        REACHED.load(Ordering::SeqCst)
+    }
+
+    /// Lets held hooks go on, and holds no more.
+    pub(crate) fn release() {
+        ARENA.store(u32::MAX, Ordering::SeqCst);
+    }
+
+    pub(super) fn wait_if_held(index: u32) {
+        if ARENA.load(Ordering::SeqCst) != index {
+            return;
+        }
+        REACHED.store(true, Ordering::SeqCst);
+        let until = (*UNTIL.lock().unwrap()).unwrap_or(|| true);
+        while ARENA.load(Ordering::SeqCst) == index && !until() {
+            std::thread::yield_now();
+        }
+    }
 }
 
 /// jemalloc's own hooks, once the table is built.
@@ -245,6 +291,7 @@ macro_rules! range_hook {
             length: usize,
             arena: c_uint,
         ) -> bool {
+            let _in_hook = fork::in_hook();
             if $counted {
                 count(arena);
             }
@@ -279,6 +326,7 @@ unsafe extern "C" fn purge_forced(
     length: usize,
     arena: c_uint,
 ) -> bool {
+    let _in_hook = fork::in_hook();
     count(arena);
     let start = addr as usize + offset;
     let failed = dont_need(start, start + length);
