@@ -149,6 +149,10 @@ static IN_CHAIN: AtomicBool = AtomicBool::new(false);
 #[pyfunction]
 pub(crate) fn install_raw(_py: Python<'_>) -> bool {
     route::start();
+    // The idle return's thread starts outside the allocator, so here: from then on the
+    // hooks' large blocks tell it the process works, and it gives back what a process
+    // that went idle holds (a worker between jobs, a kernel between cells).
+    let _ = arenapool_alloc::idle_return();
     if IN_CHAIN.load(Ordering::Relaxed) {
         return false;
     }
