@@ -68,12 +68,12 @@ def require_pymalloc_give_back(mode: str = "") -> None:
 
 def require_glibc_figures() -> None:
     """Skips the test where arenapool has no figures of glibc's heaps
-    (``arenapool.breakdown().glibc`` is ``None``: not glibc 2.33 or later)."""
+    (``arenapool.breakdown().glibc`` is ``None``: the C library is not glibc)."""
     import arenapool
 
     if arenapool.breakdown().glibc is None:
         pytest.skip("no figures of glibc's heaps here (arenapool.breakdown().glibc is None: "
-                    "not glibc 2.33 or later)")
+                    "the C library is not glibc)")
 
 
 def require_pymalloc_figures() -> None:

@@ -12,7 +12,7 @@ from typing import Dict, Optional
 
 import pytest
 
-from conftest import MiB, RSS_HELPER, run_fresh
+from conftest import MiB, RSS_HELPER, require_arrow_strings, run_fresh
 
 pytest.importorskip("pandas")
 pytest.importorskip("pyarrow")
@@ -89,6 +89,7 @@ print(json.dumps([start, held, rss(), [r.holder for r in arenapool.recent_releas
 
 
 def test_pyarrow_imported_first_the_main_thread_gives_mimallocs_back():
+    require_arrow_strings()
     start, held, after, releases = run_fresh(IMPORTED_FIRST.replace("SETTING", ""), env=environment(None))
     assert held >= start + 64 * MiB, (start, held, after)
     assert after <= start + 16 * MiB, ((after - start) / MiB, releases)

@@ -9,11 +9,16 @@ import sys
 
 import pytest
 
+import importlib.util
+
 from conftest import MiB
 
 pytest.importorskip("joblib")
 manager = pytest.importorskip("jupyter_client.manager")
 pytest.importorskip("ipykernel")
+
+# Its Dask part runs where Dask is installed (the Debian chroots' runs leave it out).
+DASK_INSTALLED = importlib.util.find_spec("distributed") is not None
 
 LOADED = "%load_ext arenapool"
 
@@ -69,15 +74,17 @@ def test_load_ext_gives_back_the_kernels_results(tmp_path):
         after = resident(int(pid))
         shown = run_cell(client, "%arenapool")
         # Dask, imported after the extension was loaded: its client's workers get the
-        # plugin at the cell's end, and %arenapool shows them.
-        run_cell(client, DASK)
-        plugged = run_cell(client, "print(all(client.run(lambda dask_worker: 'arenapool' in dask_worker.plugins).values()))")
-        workers = run_cell(client, "%arenapool")
+        # plugin at the cell's end, and %arenapool shows them (where Dask is installed).
+        if DASK_INSTALLED:
+            run_cell(client, DASK)
+            plugged = run_cell(client, "print(all(client.run(lambda dask_worker: 'arenapool' in dask_worker.plugins).values()))")
+            workers = run_cell(client, "%arenapool")
     finally:
         client.stop_channels()
         kernel.shutdown_kernel(now=True)
     assert held >= start + 1000 * MiB, (start, held)
     assert after <= start + 16 * MiB, (start, held, after)
     assert f"kernel (pid {pid})" in shown and "RSS " in shown and "arenapool" in shown, shown
-    assert plugged.strip() == "True", plugged
-    assert workers.count("Dask worker tcp://") == 1 and workers.count("RSS ") == 2, workers
+    if DASK_INSTALLED:
+        assert plugged.strip() == "True", plugged
+        assert workers.count("Dask worker tcp://") == 1 and workers.count("RSS ") == 2, workers

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_fresh
+from conftest import require_installed, run_fresh
 
 # What each program starts with: ArenaPoolWarnings and the logger's records, counted.
 RECORDED = """
@@ -47,6 +47,8 @@ pyarrow.supported_memory_backends = lambda: ["mimalloc", "system"]  # a build wi
     ids=["dask", "ray"],
 )
 def test_worker_setup_goes_on_without_arrows_jemalloc(setup):
+    require_installed("pyarrow")
+    require_installed("distributed" if "dask" in setup else "ray")
     installed, warned = run_fresh(
         RECORDED + NO_ARROW_JEMALLOC + setup + "\nprint(json.dumps([arenapool.installed(), said()]))"
     )
@@ -72,6 +74,7 @@ _arenapool.install_raw = refused
 
 @pytest.mark.parametrize("fault", NO_PHASE)
 def test_gather_runs_without_a_phase(fault):
+    require_installed("distributed")
     results, warned = run_fresh(
         RECORDED
         + NO_PHASE[fault]
@@ -93,6 +96,7 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("fault", NO_PHASE)
 def test_joblib_and_executor_map_run_without_a_phase(fault):
+    require_installed("joblib")
     results, warned = run_fresh(
         RECORDED
         + NO_PHASE[fault]
@@ -115,6 +119,7 @@ print(json.dumps([[listed, lazy, mapped, ordered], said()]))
 
 
 def test_ray_get_and_task_run_without_a_phase():
+    require_installed("ray")
     results, warned = run_fresh(
         RECORDED
         + NO_PHASE["arena limit"]
@@ -135,6 +140,7 @@ if __name__ == "__main__":
 
 
 def test_ray_ender_survives_a_failing_phase_end():
+    require_installed("ray")
     phases, still_open, logged = run_fresh(
         RECORDED
         + """
@@ -157,6 +163,7 @@ print(json.dumps([phases.phases, arenapool.phase_is_open(), logged]))
 
 
 def test_dask_worker_phase_that_cannot_open_is_not_ended():
+    require_installed("distributed")
     opened, raised, warned = run_fresh(
         RECORDED
         + NO_PHASE["arena limit"]
@@ -182,6 +189,7 @@ print(json.dumps([arenapool.phase_is_open(), raised, said()]))
 
 
 def test_dask_worker_phase_follows_running_tasks():
+    require_installed("distributed")
     # The worker's own state machine's sets, changed as Dask changes them: a seceded
     # task keeps the phase open; a cancelled one ends it when its thread is done.
     seen = run_fresh(

@@ -12,14 +12,22 @@ import arenapool
 
 from conftest import MiB, require_glibc_figures, require_installed, require_pymalloc_figures, run_fresh
 
-# The test's own reading of glibc's counters.
-MALLINFO2 = """
+# The test's own reading of glibc's counters: mallinfo2, or before glibc 2.33 mallinfo,
+# whose int fields are read unsigned (modulo 4 GiB).
+MALLINFO = """
 import ctypes
+FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
 class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+    _fields_ = [(n, ctypes.c_size_t) for n in FIELDS]
+class MallInfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint) for n in FIELDS]
 libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = MallInfo2
+if hasattr(libc, "mallinfo2"):
+    mallinfo = libc.mallinfo2
+    mallinfo.restype = MallInfo2
+else:
+    mallinfo = libc.mallinfo
+    mallinfo.restype = MallInfo
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
@@ -43,17 +51,17 @@ def test_arenapool_figures_are_its_allocators():
     assert abs(sum(live) - memory[1]) <= MiB, (live, memory)
 
 
-def test_glibc_figures_are_mallinfo2():
+def test_glibc_figures_are_mallinfo():
     require_glibc_figures()
     figures = run_fresh(
-        MALLINFO2
+        MALLINFO
         + """
 import json, arenapool
 blocks = [libc.malloc(1000) for _ in range(100_000)]   # 100 MB in glibc's heaps
 for b in blocks[:-1:2]:
     libc.free(b)                                        # half of it free, not at the top
 g = arenapool.breakdown().glibc
-info = libc.mallinfo2()
+info = mallinfo()
 print(json.dumps([g.in_use, g.free, info.uordblks + info.hblkhd, info.fordblks]))
 """
     )
@@ -65,7 +73,8 @@ print(json.dumps([g.in_use, g.free, info.uordblks + info.hblkhd, info.fordblks])
 def parse_debugmallocstats(text):
     allocated = int(re.search(r"# bytes in allocated blocks\s*=\s*([\d,]+)", text).group(1).replace(",", ""))
     arenas = int(re.search(r"# arenas allocated current\s*=\s*([\d,]+)", text).group(1).replace(",", ""))
-    return allocated, arenas
+    arena_size = int(re.search(r"arenas \* (\d+) bytes/arena", text).group(1))
+    return allocated, arenas, arena_size
 
 
 def test_pymalloc_figures_are_cpythons():
@@ -80,11 +89,11 @@ sys._debugmallocstats()                          # CPython's own figures, on std
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     in_use, free, arenas = __import__("json").loads(out.stdout.strip().splitlines()[-1])
-    own_in_use, own_arenas = parse_debugmallocstats(out.stderr)
+    own_in_use, own_arenas, arena_size = parse_debugmallocstats(out.stderr)
     assert in_use >= 20 * MiB, (in_use, own_in_use)
     # Printing the figures between the two readings takes some blocks.
     assert abs(in_use - own_in_use) <= MiB and abs(arenas - own_arenas) <= 1, (in_use, own_in_use, arenas, own_arenas)
-    assert in_use + free == arenas * MiB  # 1 MiB arenas
+    assert in_use + free == arenas * arena_size  # 1 MiB arenas from 3.10 on, 256 KiB before
 
 
 def test_arrow_figures_are_its_pools_and_pyarrow_is_never_imported():
