@@ -82,3 +82,47 @@ pub fn churn_small_until_kept(
         }
     })
 }
+
+/// A phase in which a C library's 100 MB of small `malloc` blocks are made and freed
+/// below one it keeps (so that glibc's own trimming, at the top of a heap, cannot give
+/// them back); checks that glibc's figures saw them freed, and that the phase's end
+/// gave them back: RSS within 16 MiB of where it started.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn check_phase_end_trims_the_c_heap() {
+    const BLOCKS: usize = 100_000;
+    warm_up_thread();
+    arenapool_alloc::phase(|| ());
+    let before = rss();
+    let kept = arenapool_alloc::phase(|| {
+        let blocks: Vec<*mut libc::c_void> = (0..BLOCKS)
+            // SAFETY: `malloc` of a non-zero size; each block is freed once below, or
+            // kept and freed at the end.
+            .map(|_| unsafe { libc::malloc(1000) })
+            .collect();
+        assert!(blocks.iter().all(|b| !b.is_null()), "malloc failed");
+        for &block in &blocks[..BLOCKS - 1] {
+            // SAFETY: each block came from `malloc` above and is freed once.
+            unsafe { libc::free(block) };
+        }
+        let heap = arenapool_alloc::c_heap().expect("glibc's figures");
+        assert!(
+            heap.free >= 64 * MIB,
+            "the blocks were not freed into the heaps: {heap:?}"
+        );
+        blocks[BLOCKS - 1]
+    });
+    let after = rss();
+    // SAFETY: the last block, from `malloc`, freed once.
+    unsafe { libc::free(kept) };
+
+    eprintln!(
+        "C heap: before {:.1} MiB, after the phase +{:.1} MiB",
+        before as f64 / MIB as f64,
+        mib_diff(after, before)
+    );
+    assert!(
+        after <= before + 16 * MIB,
+        "RSS after the phase is {:.1} MiB above the start",
+        mib_diff(after, before)
+    );
+}
