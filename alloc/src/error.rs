@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::ctl::{CtlError, ARENA_LIMIT};
+use crate::mechanism::ctl::{CtlError, ARENA_LIMIT};
 
 /// Why an arena could not be created, bound or purged.
 ///

@@ -6,8 +6,9 @@ use std::ffi::c_int;
 use tikv_jemalloc_sys as ffi;
 use tikv_jemallocator::Jemalloc;
 
-use crate::route::{self, FLOOR};
-use crate::{binding, decay, idle, phase_peak, purge};
+use crate::policy::{decay, idle, phase_peak, purge};
+use crate::work::binding;
+use crate::work::route::{self, FLOOR};
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge, and
 /// phases that catch every thread's large allocations.
@@ -115,7 +116,7 @@ unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
 /// lies in an idle arena of this crate's, also when jemalloc skips the purge of its free
 /// because another thread is purging that arena (see [`purge::free`]); a block freed
 /// into a phase arena while a phase is open is counted against the phase's bound (see
-/// [`crate::phase_peak`]).
+/// [`crate::policy::phase_peak`]).
 ///
 /// # Safety
 ///
@@ -164,8 +165,8 @@ unsafe fn realloc_large(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u
 }
 
 /// Before a block of [`FLOOR`] bytes or more: a thread bound to an arena that stands by
-/// switches it to keeping freed pages (see [`crate::decay`]). A thread-local read, and
-/// for a bound thread one load.
+/// switches it to keeping freed pages (see [`crate::policy::decay`]). A thread-local
+/// read, and for a bound thread one load.
 #[inline]
 fn before_large_alloc() {
     if let Some(index) = binding::bound_arena() {

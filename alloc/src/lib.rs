@@ -37,91 +37,57 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs, missing_debug_implementations)]
 
-// The floors, from the ground up: each module uses only modules declared above it
-// (`tests/floors.rs` checks it; docs/design.md has the map).
-// 1. the ground: fault injection for tests, jemalloc's control interface, bytes,
-//    the C library's heaps, errors, the fork gate and its locks, the huge-page
-//    setting, the check that jemalloc is installed, the running totals and labels;
-// 2. the map of the address space and the table of per-arena state;
-// 3. the extent hooks (what jemalloc calls);
-// 4. the purge mechanism, then the decay policy (keep, give back, stand by) and the
-//    return of memory freed outside our work while the process is idle;
-// 5. memory figures, the recycler of arenas, the statistics snapshot and its
-//    exposition, per-CPU sets of them;
-// 6. bindings, `Arena`, reports, the allocator's routing;
-// 7. phases (and the bound on what their arenas keep) and scopes;
-// 8. the global allocator and `RawAlloc`.
-#[cfg(feature = "fault-injection")]
-pub mod faults;
-#[cfg(not(feature = "fault-injection"))]
-mod faults;
-
-mod bytes;
-mod c_heap;
-mod ctl;
+// The floors, from the ground up, as folders: each module uses only modules declared
+// above it, in this list and in each folder's `mod.rs` (`tests/floors.rs` checks it and
+// names the few uses that run up; docs/design.md has the map).
+// 1. `mechanism/`: jemalloc's control interface, the C library's heaps, the fork gate,
+//    the huge-page setting, the map of the address space, the table of per-arena state,
+//    the extent hooks;
+// 2. the errors;
+// 3. `policy/`: the purge, the decay policy (keep, give back, stand by), the return of
+//    memory freed while the process is idle, the bound on what phase arenas keep;
+// 4. `figures/`: bytes, the running totals and labels, memory figures, the statistics
+//    snapshot and its exposition, reports;
+// 5. `work/`: the checks that jemalloc is installed, the recycler of arenas, per-CPU sets
+//    of them, bindings, `Arena`, the allocator's routing, phases, scopes, `RawAlloc`;
+// 6. the global allocator.
+mod mechanism;
 
 mod error;
-mod fork;
-mod huge;
-mod install;
-mod tally;
 
-mod map;
-mod table;
+mod policy;
 
-mod hooks;
+mod figures;
 
-mod purge;
-
-mod decay;
-mod idle;
-
-mod memory;
-mod recycler;
-
-mod stats;
-
-mod exposition;
-
-mod percpu;
-
-mod binding;
-
-mod arena;
-
-mod report;
-mod route;
-
-mod phase;
-mod phase_peak;
-mod scope;
+mod work;
 
 mod global;
-mod raw;
 
-pub use self::arena::{live_arenas, Arena};
-pub use self::binding::{current_arena, Binding};
-pub use self::bytes::Bytes;
-pub use self::c_heap::{c_heap, set_trim_c_heap_after_phase, CHeap, CHeapSource};
 pub use self::error::Error;
-pub use self::exposition::{write_prometheus, Metric, MetricKind};
-pub use self::global::ArenaAlloc;
-pub use self::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
-pub use self::idle::{idle_return, set_idle_return, IDLE_RETURN_ENV};
-pub use self::install::is_installed;
-pub use self::memory::{
+pub use self::figures::bytes::Bytes;
+pub use self::figures::exposition::{write_prometheus, Metric, MetricKind};
+pub use self::figures::memory::{
     flush_thread_cache, huge_page_rss, memory, peak_rss, reset_peak_rss, rss, rss_of,
     thread_cache_worst_case, trim, Memory,
 };
-pub use self::phase::{
+pub use self::figures::report::Report;
+pub use self::figures::stats::{stats, Held, Stats};
+pub use self::figures::tally::{Label, Tally, Work, WorkTotals, MAX_LABELS};
+pub use self::global::ArenaAlloc;
+pub use self::mechanism::c_heap::{c_heap, set_trim_c_heap_after_phase, CHeap, CHeapSource};
+#[cfg(feature = "fault-injection")]
+pub use self::mechanism::faults;
+pub use self::mechanism::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
+pub use self::policy::idle::{idle_return, set_idle_return, IDLE_RETURN_ENV};
+pub use self::work::arena::{live_arenas, Arena};
+pub use self::work::binding::{current_arena, Binding};
+pub use self::work::install::is_installed;
+pub use self::work::phase::{
     enter_phase, phase, phase_is_open, phase_report, phase_threshold, set_phase_threshold,
     set_trim_after_phase, try_enter_phase, try_phase, PhaseGuard, ReportingPhase,
 };
-pub use self::raw::RawAlloc;
-pub use self::report::Report;
-pub use self::scope::{try_with_arena, with_arena, with_arena_report};
-pub use self::stats::{stats, Held, Stats};
-pub use self::tally::{Label, Tally, Work, WorkTotals, MAX_LABELS};
+pub use self::work::raw::RawAlloc;
+pub use self::work::scope::{try_with_arena, with_arena, with_arena_report};
 
 // The README's examples run as doctests.
 #[cfg(doctest)]

@@ -16,18 +16,22 @@
 //!   is freed. Always set on release, whether or not the arena seems to hold data: a
 //!   free on another thread may be landing in the arena at that very moment.
 //!
-//! Arenas are created here, with the extent hooks of [`crate::hooks`], and noted in
-//! [`crate::table`] as this crate's; every decay change goes through [`crate::decay`]
-//! and every purge through [`crate::purge`], so that the purge at the end of an arena's
-//! work is not skipped because jemalloc was purging the arena on another thread.
+//! Arenas are created here, with the extent hooks of [`crate::mechanism::hooks`], and
+//! noted in [`crate::mechanism::table`] as this crate's; every decay change goes
+//! through [`crate::policy::decay`] and every purge through [`crate::policy::purge`],
+//! so that the purge at the end of an arena's work is not skipped because jemalloc was
+//! purging the arena on another thread.
 //!
 //! The free list is a fixed array inside a static, so recycling never allocates (an
 //! allocation here would land in whatever arena the releasing thread is bound to).
 
-use crate::ctl::{self, CtlResult, Pages, ARENAS_ALL, ARENA_LIMIT};
-use crate::fork::{Lock, LockGuard};
-use crate::table::{self, Use};
-use crate::{decay, hooks, purge, tally, Error};
+use crate::error::Error;
+use crate::figures::tally;
+use crate::mechanism::ctl::{self, CtlResult, Pages, ARENAS_ALL, ARENA_LIMIT};
+use crate::mechanism::fork::{Lock, LockGuard};
+use crate::mechanism::hooks;
+use crate::mechanism::table::{self, Use};
+use crate::policy::{decay, purge};
 
 /// A decay time this crate gives an arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +41,7 @@ pub(crate) enum Decay {
     /// 0: give free pages back now, and freed pages at once.
     Return,
     /// 0 until a thread bound to the arena allocates a large block, then -1 (see
-    /// [`crate::decay`]); the arena is idle (0) or kept (-1) already.
+    /// [`crate::policy::decay`]); the arena is idle (0) or kept (-1) already.
     KeepOnUse,
 }
 
@@ -101,7 +105,7 @@ pub(crate) fn live() -> usize {
 /// one; either way with [`Decay::Keep`].
 pub(crate) fn acquire(huge: bool) -> Result<Slot, Error> {
     // Where the kernel gives no huge pages, both kinds are the same: one free list.
-    let huge = huge && crate::huge::available();
+    let huge = huge && crate::mechanism::huge::available();
     let recycled = {
         let mut list = free_list();
         let len = list.len;
@@ -161,12 +165,13 @@ fn create(huge: bool) -> Result<Slot, Error> {
     Ok(Slot { index })
 }
 
-/// Creates an arena with the hooks of [`crate::hooks`], memory from `mmap` only, muzzy
-/// decay 0 (every purge a forced one) and huge pages if `huge` (and the kernel allows
-/// them), notes it in [`crate::table`] as this crate's, and returns its index.
+/// Creates an arena with the hooks of [`crate::mechanism::hooks`], memory from `mmap`
+/// only, muzzy decay 0 (every purge a forced one) and huge pages if `huge` (and the
+/// kernel allows them), notes it in [`crate::mechanism::table`] as this crate's, and
+/// returns its index.
 pub(crate) fn create_arena(huge: bool) -> CtlResult<u32> {
     purge::arenas_exist(ctl::tcache_max()? + 1);
-    let huge = huge && crate::huge::available();
+    let huge = huge && crate::mechanism::huge::available();
     if huge {
         hooks::huge_arena_created();
     }
@@ -183,10 +188,10 @@ pub(crate) fn create_arena(huge: bool) -> CtlResult<u32> {
     Ok(index)
 }
 
-/// Refuses to create arenas under jemalloc's `process_madvise_max_batch` above 0: jemalloc
-/// then purges arenas whose hooks have no `dalloc` (ours) with `process_madvise`, without
-/// calling their hooks, which [`purge`] counts purges with and [`crate::huge`] counts
-/// committed pages with.
+/// Refuses to create arenas under jemalloc's `process_madvise_max_batch` above 0:
+/// jemalloc then purges arenas whose hooks have no `dalloc` (ours) with
+/// `process_madvise`, without calling their hooks, which [`purge`] counts purges with
+/// and [`crate::mechanism::huge`] counts committed pages with.
 fn refuse_process_madvise(batch: usize) -> Result<(), Error> {
     if batch > 0 {
         Err(Error::process_madvise(batch))

@@ -9,8 +9,8 @@
 
 use std::fmt::{self, Write};
 
-use crate::stats::{Held, Stats};
-use crate::tally::{Work, WorkTotals};
+use crate::figures::stats::{Held, Stats};
+use crate::figures::tally::{Work, WorkTotals};
 
 /// Whether a metric only grows (a counter) or goes up and down (a gauge).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

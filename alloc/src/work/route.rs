@@ -12,8 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::percpu::PerCpu;
-use crate::{binding, idle, table};
+use crate::mechanism::table;
+use crate::policy::idle;
+use crate::work::binding;
+use crate::work::percpu::PerCpu;
 
 /// No threshold can be smaller: sizes below it are never routed, whatever the
 /// settings, and are told apart by a comparison with this constant before any atomic
@@ -61,7 +63,7 @@ pub(crate) fn mallocx_flags(arena: Option<u32>, align: usize, size: usize) -> c_
 /// The phase arena for a block of `size` bytes asked for by the calling thread, if it
 /// goes to one: a phase is open, `size` reaches the threshold, and the thread is not
 /// bound to an arena of its own. Each large block also tells the idle return that the
-/// process works (atomics only: see [`crate::idle::notice`]).
+/// process works (atomics only: see [`crate::policy::idle::notice`]).
 #[inline]
 pub(crate) fn route(size: usize) -> Option<u32> {
     idle::notice();

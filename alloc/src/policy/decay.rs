@@ -3,12 +3,12 @@
 //! free page at the end of the work, then each page the moment it is freed), and arenas
 //! that stand by between the two.
 //!
-//! An arena's end of work ([`return_freed`]) notes in its entry of [`crate::table`] its
-//! count of active pages before and after its purge, and the calls of its extent hooks
-//! so far. When work starts again ([`keep_freed`]), decay -1 first, a purge of
-//! jemalloc's can be under way only if something was freed into the arena meanwhile
-//! (the count moved), or one ran (the hooks were called); only then does the start
-//! wait for it ([`purge::until_a_purge_runs`]).
+//! An arena's end of work ([`return_freed`]) notes in its entry of
+//! [`crate::mechanism::table`] its count of active pages before and after its purge,
+//! and the calls of its extent hooks so far. When work starts again ([`keep_freed`]),
+//! decay -1 first, a purge of jemalloc's can be under way only if something was freed
+//! into the arena meanwhile (the count moved), or one ran (the hooks were called); only
+//! then does the start wait for it ([`purge::until_a_purge_runs`]).
 //!
 //! Arenas that stand by go on giving freed pages back at once (dirty decay 0)
 //! until a thread bound to them allocates a large block, and only then keep freed pages
@@ -16,11 +16,12 @@
 //!
 //! A pool of 128 workers whose job is 8 small tasks uses a few of its arenas; setting
 //! every arena's decay at each job's start and end costs two control calls per arena
-//! (each resets the arena's decay state) whether its worker did anything or not. An arena
-//! that stands by instead costs nothing at the start; its worker's first block of
-//! [`crate::route::FLOOR`] bytes or more (the allocator's out-of-line path) switches it
-//! to keeping freed pages, before that block is allocated; and the end makes no control
-//! call for it if nothing happened in it (see [`return_freed_if_used`]).
+//! (each resets the arena's decay state) whether its worker did anything or not. An
+//! arena that stands by instead costs nothing at the start; its worker's first block of
+//! [`crate::work::route::FLOOR`] bytes or more (the allocator's out-of-line path)
+//! switches it to keeping freed pages, before that block is allocated; and the end
+//! makes no control call for it if nothing happened in it (see
+//! [`return_freed_if_used`]).
 //!
 //! Work that allocates only small blocks in an arena that stands by would run with its
 //! freed pages given back at once: slabs that empty are purged as they empty, which
@@ -42,8 +43,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::thread;
 
-use crate::ctl::{self, CtlResult, Pages};
-use crate::{fork, hooks, purge, table};
+use crate::mechanism::ctl::{self, CtlResult, Pages};
+use crate::mechanism::{fork, hooks, table};
+use crate::policy::purge;
 
 /// Sets arena `index` (one of this crate's) to keep the pages freed in it until it is
 /// purged (dirty decay -1), first waiting, if something may have started a purge of
@@ -209,10 +211,10 @@ fn start_switcher() -> bool {
     }
 }
 
-/// Runs in the child of every `fork` (see [`crate::fork`]): the switcher's thread is the
-/// parent's, so the child's next arena to stand by starts its own. The parent's handle
-/// stays allocated in the child, unused. Arenas marked for a switch stay marked; the
-/// new thread switches them when it is first woken.
+/// Runs in the child of every `fork` (see [`crate::mechanism::fork`]): the switcher's
+/// thread is the parent's, so the child's next arena to stand by starts its own. The
+/// parent's handle stays allocated in the child, unused. Arenas marked for a switch
+/// stay marked; the new thread switches them when it is first woken.
 fn after_fork_in_child() {
     table::hang_bell(None);
     SWITCHER_STATE.store(NOT_STARTED, Ordering::Relaxed);
@@ -243,8 +245,8 @@ fn clear(index: u32) -> bool {
 }
 
 /// Called by the allocator before a thread bound to arena `index` allocates a block of
-/// [`crate::route::FLOOR`] bytes or more: if the arena stands by, it keeps freed pages
-/// from now on. One load.
+/// [`crate::work::route::FLOOR`] bytes or more: if the arena stands by, it keeps freed
+/// pages from now on. One load.
 #[inline]
 pub(crate) fn before_large_alloc(index: u32) {
     if table::get(index).is_some_and(|state| state.standing_by.load(Ordering::Relaxed)) {
@@ -267,7 +269,8 @@ fn switch_to_keeping(index: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{recycler, tally};
+    use crate::figures::tally;
+    use crate::work::recycler;
     use tikv_jemalloc_sys as ffi;
 
     const SCRATCH: usize = 3 << 20;

@@ -8,10 +8,11 @@
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use crate::ctl::CtlResult;
-use crate::fork::Lock;
-use crate::table::Use;
-use crate::{recycler, Error};
+use crate::error::Error;
+use crate::mechanism::ctl::CtlResult;
+use crate::mechanism::fork::Lock;
+use crate::mechanism::table::Use;
+use crate::work::recycler;
 
 /// The most arenas a set has: CPUs beyond share them.
 const MAX: usize = 256;

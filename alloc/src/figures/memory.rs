@@ -3,8 +3,10 @@
 use std::fmt;
 use std::io::{Read, Write};
 
-use crate::ctl::{self, ARENAS_ALL};
-use crate::{purge, Bytes, Error};
+use crate::error::Error;
+use crate::figures::bytes::Bytes;
+use crate::mechanism::ctl::{self, ARENAS_ALL};
+use crate::policy::purge;
 
 /// A snapshot of the process's memory, from the kernel and from jemalloc.
 ///
@@ -181,7 +183,7 @@ fn os_page_size() -> usize {
 ///
 /// A jemalloc control call failed (not expected in practice).
 pub fn trim() -> Result<usize, Error> {
-    crate::idle::start();
+    crate::policy::idle::start();
     ctl::refresh_stats()?;
     let before = ctl::arena_purged_bytes(ARENAS_ALL)?;
     ctl::thread_tcache_flush()?;

@@ -23,9 +23,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::route::PHASE_ARENAS;
-use crate::table::Use;
-use crate::{ctl, fork, purge, table};
+use crate::mechanism::table::Use;
+use crate::mechanism::{ctl, fork, table};
+use crate::policy::purge;
+use crate::work::route::PHASE_ARENAS;
 
 /// How many bytes freed into the phase arenas make a look at what they hold.
 const LOOK_EVERY: usize = 16 << 20;

@@ -3,12 +3,13 @@
 //! holds committed in it.
 //!
 //! The extent hooks map arenas' memory in whole granules, aligned, that nothing else
-//! shares (see [`crate::hooks`]), and note each granule here before jemalloc sees it; a
-//! granule is never unmapped. So [`arena_of`] tells, exactly and with two loads, whether
-//! an address lies in memory of this crate's arenas, and in which: what lets a free
-//! find its arena, and a hook that wraps another allocator route each block back to the
-//! allocator that made it. A leaf of the map covers 4 GiB and is made, by `mmap`, the
-//! first time a granule in it is noted; nothing here allocates from jemalloc.
+//! shares (see [`crate::mechanism::hooks`]), and note each granule here before jemalloc
+//! sees it; a granule is never unmapped. So [`arena_of`] tells, exactly and with two
+//! loads, whether an address lies in memory of this crate's arenas, and in which: what
+//! lets a free find its arena, and a hook that wraps another allocator route each block
+//! back to the allocator that made it. A leaf of the map covers 4 GiB and is made, by
+//! `mmap`, the first time a granule in it is noted; nothing here allocates from
+//! jemalloc.
 
 use std::ffi::c_uint;
 use std::mem::size_of;
@@ -32,7 +33,7 @@ struct Leaf {
     /// Each granule's arena index plus one, 0 for memory not ours.
     arenas: [AtomicU32; GRANULES_PER_LEAF],
     /// For arenas with huge pages, each granule's pages that jemalloc holds committed
-    /// (see [`crate::huge`]), which that module alone reads and writes.
+    /// (see [`crate::mechanism::huge`]), which that module alone reads and writes.
     committed: [AtomicU32; GRANULES_PER_LEAF],
 }
 
@@ -60,8 +61,8 @@ pub(crate) fn arena_of(addr: usize) -> Option<u32> {
     }
 }
 
-/// The count of committed pages of the granule at `addr` (see [`crate::huge`]), if it
-/// is memory of this crate's arenas.
+/// The count of committed pages of the granule at `addr` (see
+/// [`crate::mechanism::huge`]), if it is memory of this crate's arenas.
 pub(crate) fn committed_pages(addr: usize) -> Option<&'static AtomicU32> {
     let leaf = MAP.get(addr >> LEAF_BITS)?.load(Ordering::Acquire);
     if leaf.is_null() {

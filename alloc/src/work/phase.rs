@@ -11,24 +11,28 @@
 //!
 //! The phase arenas are made when the first phase opens, one per CPU, and kept for the
 //! process's life. While a phase is open their freed pages stay for reuse (dirty decay
-//! -1), up to a bound (see [`crate::phase_peak`]); when the last one ends, every free page goes back at once and, until the next
-//! phase, whatever is freed in them goes back the moment it is freed (dirty decay 0),
-//! on any thread. Then the free pages of the process's other arenas (jemalloc's own:
-//! small objects freed during the phase) are purged too, unless
-//! [`set_trim_after_phase`] turned that off, and glibc's `malloc` heaps are trimmed
-//! (see [`set_trim_c_heap_after_phase`](crate::set_trim_c_heap_after_phase)).
+//! -1), up to a bound (see [`crate::policy::phase_peak`]); when the last one ends,
+//! every free page goes back at once and, until the next phase, whatever is freed in
+//! them goes back the moment it is freed (dirty decay 0), on any thread. Then the free
+//! pages of the process's other arenas (jemalloc's own: small objects freed during the
+//! phase) are purged too, unless [`set_trim_after_phase`] turned that off, and glibc's
+//! `malloc` heaps are trimmed (see
+//! [`set_trim_c_heap_after_phase`](crate::set_trim_c_heap_after_phase)).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::ctl::{self, ARENAS_ALL};
-use crate::fork::{self, Lock, LockGuard};
-use crate::install::ensure_routable;
-use crate::report::{self, Report};
-use crate::route::{self, FLOOR, PHASE_ARENAS as ARENAS};
-use crate::table::Use;
-use crate::tally::{Label, Tally, Work};
-use crate::{c_heap, decay, huge, memory, purge, table, Error};
+use crate::error::Error;
+use crate::figures::memory;
+use crate::figures::report::{self, Report};
+use crate::figures::tally::{Label, Tally, Work};
+use crate::mechanism::ctl::{self, ARENAS_ALL};
+use crate::mechanism::fork::{self, Lock, LockGuard};
+use crate::mechanism::table::Use;
+use crate::mechanism::{c_heap, huge, table};
+use crate::policy::{decay, purge};
+use crate::work::install::ensure_routable;
+use crate::work::route::{self, FLOOR, PHASE_ARENAS as ARENAS};
 
 /// The threshold set by [`set_phase_threshold`]; 0 for the default.
 static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
@@ -42,9 +46,10 @@ fn open_count() -> LockGuard<'static, usize> {
     OPEN.lock()
 }
 
-/// In a child made by `fork` (see [`crate::fork`]): the phases open in the parent
-/// belong to the parent's threads, and none is open in the child. The phase arenas keep
-/// what they kept; the child's first phase end, or [`trim`](crate::trim), gives it back.
+/// In a child made by `fork` (see [`crate::mechanism::fork`]): the phases open in the
+/// parent belong to the parent's threads, and none is open in the child. The phase
+/// arenas keep what they kept; the child's first phase end, or [`trim`](crate::trim),
+/// gives it back.
 fn after_fork_in_child() {
     route::close();
     // No thread holds the lock: the fork waited for every section to end (if the forking
@@ -131,8 +136,9 @@ pub struct PhaseGuard {
     /// Whether this guard opened a phase (false: it could not, and the work runs
     /// outside one).
     open: bool,
-    /// The fork generation it was opened in (see [`crate::fork`]): in a child made by
-    /// `fork` after it opened, its phase is not open, and dropping it ends nothing.
+    /// The fork generation it was opened in (see [`crate::mechanism::fork`]): in a
+    /// child made by `fork` after it opened, its phase is not open, and dropping it
+    /// ends nothing.
     generation: u32,
     /// The phase in the running totals of [`stats`](crate::stats), if it opened.
     tally: Option<Tally>,
@@ -207,7 +213,7 @@ pub fn try_enter_phase() -> Result<PhaseGuard, Error> {
 
 fn try_enter(label: Option<Label>) -> Result<PhaseGuard, Error> {
     ensure_routable()?;
-    crate::idle::start();
+    crate::policy::idle::start();
     let generation = begin()?;
     Ok(PhaseGuard {
         open: true,
@@ -446,8 +452,8 @@ static RETURNED_AT_OPEN: AtomicUsize = AtomicUsize::new(0);
 /// Ends a phase: the last one stops routing, then gives every free page of the phase
 /// arenas back (and from then on each page freed in them), then trims the others.
 /// Returns what the phase arenas gave back since the first of the open phases opened
-/// (their bound's purges while open, see [`crate::phase_peak`], and the end's), and the
-/// time the end took (nothing, but for the last one).
+/// (their bound's purges while open, see [`crate::policy::phase_peak`], and the end's),
+/// and the time the end took (nothing, but for the last one).
 fn end() -> (usize, Duration) {
     let mut open = open_count();
     *open = open.saturating_sub(1);

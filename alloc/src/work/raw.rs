@@ -6,10 +6,12 @@ use std::ptr;
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::percpu::PerCpu;
-use crate::route::{self, FLOOR};
-use crate::table::Use;
-use crate::{binding, decay, idle, map, phase_peak, purge};
+use crate::mechanism::map;
+use crate::mechanism::table::Use;
+use crate::policy::{decay, idle, phase_peak, purge};
+use crate::work::binding;
+use crate::work::percpu::PerCpu;
+use crate::work::route::{self, FLOOR};
 
 /// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
 /// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page

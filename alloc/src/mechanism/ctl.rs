@@ -4,7 +4,7 @@
 //! per-arena names are looked up with index 0 and the index component is patched in, so
 //! no name is ever formatted or parsed on a scope's path. The allocator itself reaches
 //! this module on one rare path only: a large free whose purge jemalloc skipped, into an
-//! idle arena of this crate's (`crate::purge::free`).
+//! idle arena of this crate's (`crate::policy::purge::free`).
 //!
 //! The rest of the crate is kept away from `mallctl*` by `clippy::disallowed_methods`.
 #![allow(clippy::disallowed_methods)]
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::faults::{self, Fault};
+use crate::mechanism::faults::{self, Fault};
 
 /// `MALLCTL_ARENAS_ALL`: the pseudo arena index that addresses every arena at once.
 pub(crate) const ARENAS_ALL: u32 = 4096;
@@ -548,7 +548,7 @@ pub(crate) fn arenas_count() -> CtlResult<u32> {
 
 /// Returns all of arena `index`'s unused dirty and muzzy pages to the OS
 /// (`MADV_DONTNEED`), unless a purge of that arena is already under way: jemalloc then
-/// returns at once, having done nothing. `crate::purge` makes sure a purge ran.
+/// returns at once, having done nothing. `crate::policy::purge` makes sure a purge ran.
 ///
 /// For an index with no arena (an automatic one no thread has used yet) it does
 /// nothing and succeeds.

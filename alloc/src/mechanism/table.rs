@@ -7,7 +7,7 @@
 //! of this crate's has: nothing here allocates, so the extent hooks may touch it from
 //! inside jemalloc. The stand-by marks and the switcher's doorbell live here too: the
 //! hooks mark an arena that stands by when a purge runs in it, and ring for the thread
-//! that switches it (see [`crate::decay`]).
+//! that switches it (see [`crate::policy::decay`]).
 
 use std::ptr;
 use std::sync::atomic::{
@@ -15,8 +15,8 @@ use std::sync::atomic::{
 };
 use std::thread::Thread;
 
-use crate::ctl::ARENAS_ALL;
-use crate::fork::{self, Lock};
+use crate::mechanism::ctl::ARENAS_ALL;
+use crate::mechanism::fork::{self, Lock};
 
 /// What this crate knows of one arena index.
 #[derive(Debug)]
@@ -28,8 +28,8 @@ pub(crate) struct ArenaState {
     /// Its memory has huge pages (asked for, and the kernel allows them); fixed before
     /// its first mapping.
     pub(crate) huge: AtomicBool,
-    /// The fork generation it was created in (see [`crate::fork`]): in a child made by
-    /// `fork` later, the arena is inherited.
+    /// The fork generation it was created in (see [`crate::mechanism::fork`]): in a
+    /// child made by `fork` later, the arena is inherited.
     pub(crate) generation: AtomicU32,
     /// What it serves now, a [`Use`]: set by its owner as it changes hands.
     serves: AtomicU8,
@@ -42,7 +42,7 @@ pub(crate) struct ArenaState {
     /// Ranges its hooks failed to give back (the kernel refused).
     pub(crate) give_backs_failed: AtomicU64,
 
-    // The purge mechanism's (see [`crate::purge`]).
+    // The purge mechanism's (see [`crate::policy::purge`]).
     /// Held by every purge and decay change this crate makes to the arena.
     pub(crate) purge_lock: Lock<()>,
     /// Where jemalloc keeps the arena's count of active pages, once looked up.
@@ -54,7 +54,7 @@ pub(crate) struct ArenaState {
     /// Inherited, and a purge of jemalloc's seemed under way in it for good.
     pub(crate) stuck: AtomicBool,
 
-    // The decay policy's (see [`crate::decay`]): what the last end of work saw.
+    // The decay policy's (see [`crate::policy::decay`]): what the last end of work saw.
     /// Work has ended in the arena at least once.
     pub(crate) ended: AtomicBool,
     /// Its active pages when its last work ended, after the purge.
@@ -188,7 +188,7 @@ pub(crate) fn ours_except(tried: u32) -> impl Iterator<Item = u32> {
 }
 
 /// Whether arena `index` is inherited from the parent process and no purge of it can
-/// run any more (see [`crate::purge`]).
+/// run any more (see [`crate::policy::purge`]).
 pub(crate) fn is_stuck(index: u32) -> bool {
     get(index).is_some_and(|state| state.stuck.load(Ordering::Relaxed))
 }

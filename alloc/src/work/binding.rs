@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::{ctl, table};
+use crate::mechanism::{ctl, table};
 
 thread_local! {
     static BOUND: Cell<Bound> = const {

@@ -3,7 +3,11 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::{ctl, hooks, memory, purge, Arena, Bytes};
+use crate::figures::bytes::Bytes;
+use crate::figures::memory;
+use crate::mechanism::{ctl, hooks};
+use crate::policy::purge;
+use crate::work::arena::Arena;
 
 /// What one scope, job or phase did to memory: RSS before and after, the bytes its arena gave
 /// back to the OS, and where the time went.

@@ -4,11 +4,13 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-use crate::binding::Binding;
-use crate::install::ensure_bindable;
-use crate::recycler::{self, Decay, Slot};
-use crate::table::{self, Use};
-use crate::{ctl, hooks, purge, Error};
+use crate::error::Error;
+use crate::mechanism::table::{self, Use};
+use crate::mechanism::{ctl, hooks};
+use crate::policy::purge;
+use crate::work::binding::Binding;
+use crate::work::install::ensure_bindable;
+use crate::work::recycler::{self, Decay, Slot};
 
 /// A jemalloc arena that threads can be bound to, and whose free pages can be given
 /// back to the OS.
@@ -61,7 +63,7 @@ impl Arena {
     /// - jemalloc runs with `process_madvise_max_batch` above 0
     ///   ([`Error::is_process_madvise`]), whose purges would bypass the arenas' hooks.
     pub fn new() -> Result<Arena, Error> {
-        Arena::with_huge_pages(crate::huge::default_setting())
+        Arena::with_huge_pages(crate::mechanism::huge::default_setting())
     }
 
     /// Like [`Arena::new`], with huge pages or without, whatever
@@ -80,7 +82,7 @@ impl Arena {
     /// As [`Arena::new`].
     pub fn with_huge_pages(huge: bool) -> Result<Arena, Error> {
         ensure_bindable()?;
-        crate::idle::start();
+        crate::policy::idle::start();
         Ok(Arena {
             slot: ManuallyDrop::new(recycler::acquire(huge)?),
         })

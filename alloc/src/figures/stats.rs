@@ -3,14 +3,16 @@
 //!
 //! One refresh of jemalloc's statistics (`epoch`), then, for every arena the process
 //! has, four reads of that same refresh (cached MIBs) and a load of the counts its
-//! extent hooks keep in [`crate::table`]. The refresh is most of the cost, and grows
-//! with the arenas in the process: jemalloc merges each arena's statistics of every
-//! size class into its snapshot.
+//! extent hooks keep in [`crate::mechanism::table`]. The refresh is most of the cost,
+//! and grows with the arenas in the process: jemalloc merges each arena's statistics of
+//! every size class into its snapshot.
 
-use crate::ctl::{self, ArenaFigures, ARENAS_ALL};
-use crate::table::{self, Use};
-use crate::tally::{self, Label, Work, WorkTotals};
-use crate::{hooks, memory, purge};
+use crate::figures::memory;
+use crate::figures::tally::{self, Label, Work, WorkTotals};
+use crate::mechanism::ctl::{self, ArenaFigures, ARENAS_ALL};
+use crate::mechanism::hooks;
+use crate::mechanism::table::{self, Use};
+use crate::policy::purge;
 
 /// What the arenas of one kind hold, in bytes (and how many there are), as of one
 /// [`stats`] snapshot.

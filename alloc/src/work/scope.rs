@@ -2,9 +2,10 @@
 
 use std::time::Instant;
 
-use crate::report::{self, Report};
-use crate::tally::{Tally, Work};
-use crate::{Arena, Error};
+use crate::error::Error;
+use crate::figures::report::{self, Report};
+use crate::figures::tally::{Tally, Work};
+use crate::work::arena::Arena;
 
 /// Runs `f` with the calling thread bound to `arena`, then gives the arena's free pages
 /// back (dropping it), counted as a scope in the running totals of

@@ -36,8 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
-use crate::table::Use;
-use crate::{c_heap, ctl, fork, purge, table};
+use crate::mechanism::table::Use;
+use crate::mechanism::{c_heap, ctl, fork, table};
+use crate::policy::purge;
 
 /// The environment variable that sets the default of [`set_idle_return`].
 pub const IDLE_RETURN_ENV: &str = "ARENAPOOL_IDLE_RETURN";
@@ -61,10 +62,10 @@ const NOTHING: u8 = 4;
 const UNSET: u8 = 5;
 
 /// Called on the allocator's large path (allocations, reallocations and frees of
-/// [`FLOOR`](crate::route::FLOOR) bytes and more): tells the thread the path was used,
-/// waking it if it sleeps. One relaxed load when there is nothing to do: while the
-/// process works, all but the first use after each of the thread's looks. Atomics and
-/// a wake-up only: no allocation, no lock, no thread started (see [`start`]).
+/// [`FLOOR`](crate::work::route::FLOOR) bytes and more): tells the thread the path was
+/// used, waking it if it sleeps. One relaxed load when there is nothing to do: while
+/// the process works, all but the first use after each of the thread's looks. Atomics
+/// and a wake-up only: no allocation, no lock, no thread started (see [`start`]).
 #[inline]
 pub(crate) fn notice() {
     if NOTICE.load(Ordering::Relaxed) < USED {
@@ -169,10 +170,10 @@ fn make_default() {
     MADE.store(true, Ordering::Release);
 }
 
-/// In a child made by `fork` (see [`crate::fork`]): the thread was the parent's; the
-/// child's first scope, phase or other call that makes the setting starts its own. Only
-/// stores: what a child of a multithreaded process may do. The parent's handle stays
-/// allocated, unused.
+/// In a child made by `fork` (see [`crate::mechanism::fork`]): the thread was the
+/// parent's; the child's first scope, phase or other call that makes the setting starts
+/// its own. Only stores: what a child of a multithreaded process may do. The parent's
+/// handle stays allocated, unused.
 fn after_fork_in_child() {
     THREAD.store(ptr::null_mut(), Ordering::Relaxed);
     THREAD_STATE.store(NOT_STARTED, Ordering::Relaxed);

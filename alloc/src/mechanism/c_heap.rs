@@ -102,7 +102,7 @@ mod imp {
 
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use crate::faults::{self, Fault};
+    use crate::mechanism::faults::{self, Fault};
 
     type MallInfo2 = unsafe extern "C" fn() -> libc::mallinfo2;
 

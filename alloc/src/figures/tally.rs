@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::fork::Lock;
-use crate::Error;
+use crate::error::Error;
+use crate::mechanism::fork::Lock;
 
 /// The most [`Label`]s a process can have.
 pub const MAX_LABELS: usize = 64;
@@ -329,7 +329,7 @@ pub(crate) fn purges_skipped() -> u64 {
 }
 
 /// Rounds of waits for a purge of jemalloc's under way (see
-/// [`crate::purge::until_a_purge_runs`]) that found one and tried again.
+/// [`crate::policy::purge::until_a_purge_runs`]) that found one and tried again.
 static WAITED: AtomicU64 = AtomicU64::new(0);
 
 /// Counts a round of a wait for a purge under way that found one.

@@ -15,18 +15,18 @@
 //!
 //! While work runs in an arena its dirty decay is -1, and jemalloc starts no purge of
 //! its own. So the work's end is safe if none is under way when the work starts; when
-//! one may be (see [`crate::decay`]), the start waits for it to end
+//! one may be (see [`crate::policy::decay`]), the start waits for it to end
 //! ([`until_a_purge_runs`]). One that the start cannot see (begun after a free counted
 //! before the last end's figures, its thread descheduled midway) is caught at the end:
 //! an end whose purge called no hook on its thread waits the same way.
 //!
-//! Every arena this crate creates has the extent hooks of [`crate::hooks`], which count
-//! the calls that give pages back, per arena and per thread. Under the arena's
-//! lock, the wait frees one small extent into the arena (so that a purge that runs has
-//! pages to give back, and calls a hook on this thread) and purges; if no hook was
-//! called on this thread, another purge was under way, and yielding and trying again
-//! ends when that one does (no new one can start). This also gives back what was freed
-//! into the arena while another purge ran, which jemalloc leaves behind.
+//! Every arena this crate creates has the extent hooks of [`crate::mechanism::hooks`],
+//! which count the calls that give pages back, per arena and per thread. Under the
+//! arena's lock, the wait frees one small extent into the arena (so that a purge that
+//! runs has pages to give back, and calls a hook on this thread) and purges; if no hook
+//! was called on this thread, another purge was under way, and yielding and trying
+//! again ends when that one does (no new one can start). This also gives back what was
+//! freed into the arena while another purge ran, which jemalloc leaves behind.
 //!
 //! What stays out of reach: a page freed into an idle arena while another purge of that arena runs
 //! is left by jemalloc for the arena's next purge; for blocks that reach their arena
@@ -39,12 +39,13 @@ use std::time::{Duration, Instant};
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::ctl::{self, CtlResult, ARENAS_ALL};
-use crate::fork::{self, Lock, LockGuard};
-use crate::{hooks, map, table, tally};
+use crate::figures::tally;
+use crate::mechanism::ctl::{self, CtlResult, ARENAS_ALL};
+use crate::mechanism::fork::{self, Lock, LockGuard};
+use crate::mechanism::{hooks, map, table};
 
-/// Arena `index`'s purge lock (in its entry of [`crate::table`]), held by every purge and
-/// decay change this crate makes to it.
+/// Arena `index`'s purge lock (in its entry of [`crate::mechanism::table`]), held by
+/// every purge and decay change this crate makes to it.
 pub(crate) fn lock(index: u32) -> LockGuard<'static, ()> {
     table::arena(index).purge_lock.lock()
 }
@@ -293,13 +294,13 @@ pub(crate) fn until_a_purge_runs(index: u32) -> CtlResult<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recycler;
+    use crate::work::recycler;
 
     /// A free whose purge jemalloc skipped, into an idle arena, counts as skipped.
     #[test]
     fn skipped_purges_are_counted() {
         let index = recycler::create_arena(false).unwrap();
-        crate::decay::return_freed(index).unwrap();
+        crate::policy::decay::return_freed(index).unwrap();
         let before = tally::purges_skipped();
         purge_skipped(index);
         assert_eq!(tally::purges_skipped(), before + 1);

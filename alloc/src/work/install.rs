@@ -3,8 +3,8 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::ctl::{self, CtlError};
-use crate::Error;
+use crate::error::Error;
+use crate::mechanism::ctl::{self, CtlError};
 
 const UNKNOWN: u8 = 0;
 const INSTALLED: u8 = 1;

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
-use crate::ctl;
+use crate::mechanism::ctl;
 
 /// Threads inside a section (or entering one), counted once per nesting level.
 static INSIDE: AtomicUsize = AtomicUsize::new(0);

@@ -3,19 +3,20 @@
 //!
 //! - `alloc` maps memory itself, in whole granules of [`GRANULE`] (2 MiB) aligned to
 //!   one, and notes each granule's arena in the map of the address space
-//!   ([`crate::map`]), which then tells exactly whether an address lies in memory of
-//!   this crate's arenas, and in which. Nothing else shares a granule (the tail past
-//!   what jemalloc asked for stays mapped, untouched, so never resident), and nothing
-//!   is ever unmapped (there is no `dalloc` hook), so an entry never goes stale.
+//!   ([`crate::mechanism::map`]), which then tells exactly whether an address lies in
+//!   memory of this crate's arenas, and in which. Nothing else shares a granule (the
+//!   tail past what jemalloc asked for stays mapped, untouched, so never resident), and
+//!   nothing is ever unmapped (there is no `dalloc` hook), so an entry never goes
+//!   stale.
 //! - `decommit`, `purge_lazy` and `purge_forced` count their calls in the arena's entry
-//!   of [`crate::table`] and per thread ([`crate::purge`] tells from the counts whether
-//!   a purge ran), and mark an arena that stands by; `purge_forced` gives the range back
-//!   itself ([`dont_need`]); the others forward to jemalloc's own hooks, or for an arena
-//!   with huge pages to [`huge`], which gives pages back so that huge pages come back
-//!   whole; so does `commit`.
+//!   of [`crate::mechanism::table`] and per thread ([`crate::policy::purge`] tells from
+//!   the counts whether a purge ran), and mark an arena that stands by; `purge_forced`
+//!   gives the range back itself ([`dont_need`]); the others forward to jemalloc's own
+//!   hooks, or for an arena with huge pages to [`huge`], which gives pages back so that
+//!   huge pages come back whole; so does `commit`.
 //! - `merge` answers without jemalloc's thread state (see [`merge`]).
 //!
-//! Nothing here decides when pages go back: that is [`crate::decay`]'s.
+//! Nothing here decides when pages go back: that is [`crate::policy::decay`]'s.
 
 mod huge;
 
@@ -29,11 +30,11 @@ use std::sync::OnceLock;
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::ctl::{self, CtlResult};
-use crate::faults::{self, Fault};
-use crate::fork;
-use crate::map::{self, ADDRESS_BITS, GRANULE};
-use crate::table;
+use crate::mechanism::ctl::{self, CtlResult};
+use crate::mechanism::faults::{self, Fault};
+use crate::mechanism::fork;
+use crate::mechanism::map::{self, ADDRESS_BITS, GRANULE};
+use crate::mechanism::table;
 
 thread_local! {
     /// Calls of the hooks that gave pages back (or tried to) on this thread. A plain

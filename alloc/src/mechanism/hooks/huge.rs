@@ -4,7 +4,7 @@
 //! Faulting memory in costs a fraction per byte in 2 MiB huge pages of what it costs in
 //! 4 KiB pages, where the kernel has free huge pages at hand (docs/design.md has the
 //! figures, and when it has not). An arena with huge pages on
-//! (its flag in [`crate::table`], fixed before its first mapping):
+//! (its flag in [`crate::mechanism::table`], fixed before its first mapping):
 //! - has its memory advised `MADV_HUGEPAGE` as it is mapped ([`mapped`]): whole 2 MiB
 //!   pages only, aligned (the extent hooks map whole aligned granules), and not the
 //!   arena's own metadata, which jemalloc maps 2 MiB-aligned and would otherwise hold a
@@ -25,15 +25,16 @@
 //! back when the last committed range of the huge page does.
 //!
 //! Whether the kernel gives huge pages at all is its choice: where transparent huge
-//! pages are `never` or not built in ([`crate::huge`]), arenas behave as with huge
-//! pages off. Where it cannot find a free huge page, a fault falls back to small pages.
+//! pages are `never` or not built in ([`crate::mechanism::huge`]), arenas behave as
+//! with huge pages off. Where it cannot find a free huge page, a fault falls back to
+//! small pages.
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use crate::fork;
-use crate::map::{self, GRANULE};
-use crate::table;
+use crate::mechanism::fork;
+use crate::mechanism::map::{self, GRANULE};
+use crate::mechanism::table;
 
 /// The huge page the arenas are advised to use: the x86-64 and AArch64 (4 KiB base
 /// pages) PMD size, which is also the granule the extent hooks map.
@@ -45,10 +46,11 @@ pub(crate) fn arena_created() {
     fork::on_child(after_fork_in_child);
 }
 
-/// In a child made by `fork` (see [`crate::fork`]): a huge page that another thread of
-/// the parent was giving back whole at the fork ([`GIVING_BACK`] set) would make every
-/// later [`commit`] of it wait for a thread the child does not have. Nothing in such a
-/// huge page was committed (that is why it was being given back), so its count is 0.
+/// In a child made by `fork` (see [`crate::mechanism::fork`]): a huge page that another
+/// thread of the parent was giving back whole at the fork ([`GIVING_BACK`] set) would
+/// make every later [`commit`] of it wait for a thread the child does not have. Nothing
+/// in such a huge page was committed (that is why it was being given back), so its
+/// count is 0.
 fn after_fork_in_child() {
     map::for_each_committed_count(|count| {
         if count.load(Ordering::Relaxed) & GIVING_BACK != 0 {
