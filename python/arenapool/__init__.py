@@ -31,18 +31,19 @@ from typing import Any, Callable, Dict, List, Literal, Optional
 
 # _warnings first: if the extension cannot load, the startup hook still finds
 # ArenaPoolWarning to say so with.
-from ._warnings import ArenaPoolWarning
-from ._build import check_build
+from ._core._warnings import ArenaPoolWarning
+from ._core._build import check_build
 
 check_build()  # before the extension is loaded: a free-threaded build cannot load it
 
-from . import _arenapool, _arrow, _optional, _release, _switch
+from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
-from ._holders import Release
-from ._warnings import warn_once
-from ._release import recent_releases, release_others, set_release, use_arrow_jemalloc
-from ._breakdown import Breakdown, breakdown
-from ._notebook import load_ipython_extension as load_ipython_extension  # %load_ext arenapool
+from ._core import _arrow, _optional, _release, _switch
+from ._core._holders import Release
+from ._core._warnings import warn_once
+from ._core._release import recent_releases, release_others, set_release, use_arrow_jemalloc
+from ._core._breakdown import Breakdown, breakdown
+from ._integrations._notebook import load_ipython_extension as load_ipython_extension  # %load_ext arenapool
 
 __all__ = [
     "ArenaPoolError",

@@ -20,12 +20,12 @@ called after ``del``), ``arenapool`` (:func:`arenapool.joblib.install`, or a pha
 around the thread pool's map). ``--threshold`` sets the size from which arenapool's
 hooks take blocks (:func:`arenapool.set_threshold`) in the ``arenapool`` configuration.
 
-``--dask`` runs the Dask rows instead (see ``arenapool._bench_dask``): the client that
+``--dask`` runs the Dask rows instead (see ``arenapool._bench._dask``): the client that
 gathers (with the scheduler in its process, and in one of its own), joblib's dask
 backend, the workers, a string groupby, with Dask's defaults and with
 :func:`arenapool.dask.install`.
 
-``--ray`` runs the Ray rows instead (see ``arenapool._bench_ray``): the driver that gets
+``--ray`` runs the Ray rows instead (see ``arenapool._bench._ray``): the driver that gets
 results (in the object store, and inline), the workers after array work and a string
 groupby, with Ray's defaults and with :mod:`arenapool.ray`.
 
@@ -358,15 +358,15 @@ def _suite(name: str, args: argparse.Namespace, parser: argparse.ArgumentParser)
 
     if getattr(args, f"{name}_child"):
         row, config, tasks, rows = getattr(args, f"{name}_child")
-        suite = importlib.import_module(f"arenapool._bench_{name}")
+        suite = importlib.import_module(f"arenapool._bench._{name}")
         print(json.dumps(suite.child(row, config, int(tasks), int(rows))))
         return 0
     if not getattr(args, name):
         return None
-    suite = importlib.import_module(f"arenapool._bench_{name}")
+    suite = importlib.import_module(f"arenapool._bench._{name}")
     rows = _chosen(parser, "row", getattr(args, f"{name}_rows"), suite.ROWS)
     configs = _chosen(parser, "configuration", getattr(args, f"{name}_configs"), suite.CONFIGS)
-    from ._bench_suite import Table
+    from ._bench._suite import Table
 
     result: int = suite.main(Table(args.runs, args.tasks, args.rows, rows, configs, _cell, _table_head))
     return result

@@ -52,8 +52,9 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 from distributed import Client, Worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from . import _arrow, _optional, _release, install as install_hooks, phase, phase_is_open
-from ._breakdown import Breakdown, breakdown
+from . import install as install_hooks, phase, phase_is_open
+from ._core import _arrow, _optional, _release
+from ._core._breakdown import Breakdown, breakdown
 
 __all__ = ["WorkerPhases", "breakdowns", "dask_setup", "install", "installed", "uninstall"]
 

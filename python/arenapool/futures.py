@@ -74,8 +74,9 @@ import warnings
 from concurrent.futures import Executor, Future
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
 
-from . import ArenaPoolError, _optional, phase
-from ._workers import InWorker
+from . import ArenaPoolError, phase
+from ._core import _optional
+from ._integrations._workers import InWorker
 
 __all__ = ["install", "installed", "map", "uninstall"]
 
@@ -619,8 +620,8 @@ def install() -> None:
     before 3.14 (use :func:`map` to bound the tasks in flight). On an executor whose
     workers are processes (``ProcessPoolExecutor``, loky's), the function goes to them
     wrapped so that each worker installs arenapool before its first task
-    (:class:`arenapool._workers.InWorker`): the workers' memory comes back too, once
-    they are idle. On a thread pool the function is passed on as it is.
+    (:class:`arenapool._integrations._workers.InWorker`): the workers' memory comes back
+    too, once they are idle. On a thread pool the function is passed on as it is.
 
     Installing again changes nothing; :func:`uninstall` puts ``Executor.map`` back.
     """

@@ -17,8 +17,8 @@ phase ends when the call returns its list, or, with ``return_as="generator"`` (o
 
 The workers of the process backends come back too: each task goes to them wrapped so
 that the worker installs arenapool before its first task
-(:class:`arenapool._workers.InWorker`): what the tasks freed goes back once the worker
-has been idle for a second (arenapool's idle return, and the watcher for glibc's and
+(:class:`arenapool._integrations._workers.InWorker`): what the tasks freed goes back
+once the worker has been idle for a second (arenapool's idle return, and the watcher for glibc's and
 pymalloc's free memory). Without it, each loky
 worker kept about 25 MiB more than its idle start after 4,000 tasks of 400 KB results,
 for as long as loky keeps it (300 s idle by default); with it, at most 4 MiB more (what
@@ -32,8 +32,9 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 import joblib
 
-from . import _optional, phase
-from ._workers import InWorker
+from . import phase
+from ._core import _optional
+from ._integrations._workers import InWorker
 
 __all__ = ["install", "installed", "uninstall"]
 

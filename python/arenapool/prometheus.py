@@ -57,7 +57,7 @@ class BreakdownCollector(Collector):
     left out)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from ._breakdown import breakdown
+        from ._core._breakdown import breakdown
 
         b = breakdown()
         family = GaugeMetricFamily(

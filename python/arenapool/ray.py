@@ -64,9 +64,10 @@ from typing import Any, AsyncIterator, Callable, Dict, Generator, List, Mapping,
 
 import ray
 
-from . import _arrow, _optional, _release, install as install_hooks, phase
+from . import install as install_hooks, phase
 from ._arenapool import ArenaPoolError
-from ._breakdown import Breakdown, breakdown
+from ._core import _arrow, _optional, _release
+from ._core._breakdown import Breakdown, breakdown
 
 __all__ = [
     "TaskPhases",

@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from ._breakdown import breakdown
+from ._core._breakdown import breakdown
 
 __all__ = ["main"]
 

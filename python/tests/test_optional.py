@@ -228,7 +228,7 @@ def test_a_failing_holder_is_logged_once_and_the_others_still_asked():
     failures, arrow_asked, logged, warned = run_fresh(
         RECORDED
         + """
-from arenapool import _holders
+from arenapool._core import _holders
 failures = []
 def failing():
     failures.append(1)

@@ -58,7 +58,7 @@ with arenapool.phase() as p:
     fill()
 print(json.dumps([start, rss(), [r.holder for r in p.released], arenapool.breakdown().glibc.counter]))
 """
-    setting = f"from arenapool import _holders\n_holders._MALLINFO_FUNCTIONS = {counters!r}"
+    setting = f"from arenapool._core import _holders\n_holders._MALLINFO_FUNCTIONS = {counters!r}"
     start, after, released, counter = run_fresh(code.format(setting=setting))
     assert "glibc" in released, released
     assert after <= start + 16 * MiB, (start, after, released)

@@ -50,7 +50,8 @@ def test_unset_imports_nothing():
 
 ON = """
 import json, os, sys
-from arenapool import _arenapool, _release
+from arenapool import _arenapool
+from arenapool._core import _release
 seen = {"installed": _arenapool.taking(), "numpy_before": "numpy" in sys.modules,
         "pyarrow_before": "pyarrow" in sys.modules, "watcher": _release._watcher_pid == os.getpid()}
 import numpy, joblib, concurrent.futures, pyarrow
@@ -99,7 +100,7 @@ def state(_):
     arenapool = sys.modules.get("arenapool")
     if arenapool is None:
         return [False, False]
-    return [arenapool.installed(), arenapool._release._watcher_pid == os.getpid()]
+    return [arenapool.installed(), arenapool._core._release._watcher_pid == os.getpid()]
 if __name__ == "__main__":
     seen = {}
     for method in ("fork", "spawn", "forkserver"):
@@ -173,7 +174,7 @@ def test_an_integration_that_fails_warns_and_the_import_goes_on(tmp_path):
 
 
 def test_a_value_neither_on_nor_off_warns_and_the_program_runs():
-    seen, err = run("import json, sys; print(json.dumps('arenapool._startup' in sys.modules))", "yes")
+    seen, err = run("import json, sys; print(json.dumps('arenapool._integrations._startup' in sys.modules))", "yes")
     assert seen is True
     assert "ArenaPoolWarning" in err and "neither 'on' nor 'off'" in err, err
 

@@ -96,7 +96,7 @@ from concurrent.futures import ProcessPoolExecutor
 import arenapool, arenapool.futures, arenapool.joblib
 from joblib import Parallel, delayed
 def state(_):
-    return [os.getpid(), arenapool.installed(), arenapool._release._watcher_pid == os.getpid()]
+    return [os.getpid(), arenapool.installed(), arenapool._core._release._watcher_pid == os.getpid()]
 if __name__ == "__main__":
     arenapool.futures.install()
     arenapool.joblib.install()

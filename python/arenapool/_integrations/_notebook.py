@@ -24,8 +24,8 @@ import sys
 import weakref
 from typing import Any, Callable, List, Set
 
-from . import _optional
-from ._breakdown import breakdown
+from .._core import _optional
+from .._core._breakdown import breakdown
 
 __all__ = ["load_ipython_extension"]
 
@@ -39,7 +39,7 @@ _integrated: Set[str] = set()
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext arenapool``: the hooks and the integrations (see the module's docs),
     and the line magic ``%arenapool``. Loading it again changes nothing."""
-    from . import install
+    from .. import install
 
     install()
     _integrate("joblib", "joblib")

@@ -17,7 +17,7 @@ from typing import Callable, Deque, List, Optional, Tuple
 from . import _holders
 from ._optional import log_once
 from ._warnings import warn_once
-from ._arenapool import phase_is_open, pymalloc_arenas_made
+from .._arenapool import phase_is_open, pymalloc_arenas_made
 from ._holders import Release
 
 __all__ = ["recent_releases", "release_others", "set_release", "start_watcher", "use_arrow_jemalloc"]
@@ -276,7 +276,7 @@ def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
             os.environ.setdefault(_ARROW_JEMALLOC_CONF, _ARROW_JEMALLOC_AT_ONCE)
         return False
     if "jemalloc" not in pa.supported_memory_backends():
-        from ._arenapool import ArenaPoolError
+        from .._arenapool import ArenaPoolError
 
         raise ArenaPoolError(
             "this pyarrow was built without its jemalloc pool: install pyarrow's wheel from "

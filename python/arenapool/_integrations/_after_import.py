@@ -17,7 +17,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from ._warnings import warn_once
+from .._core._warnings import warn_once
 
 __all__ = ["after_import"]
 

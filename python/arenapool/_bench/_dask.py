@@ -41,7 +41,7 @@ import tempfile
 import time
 from typing import Any, Dict, Iterator, List
 
-from ._bench_suite import Table, fresh_runs, print_worker_figures, worker_figures
+from ._suite import Table, fresh_runs, print_worker_figures, worker_figures
 
 ROWS = ["gather", "remote", "joblib", "workers", "groupby", "pandas"]
 CONFIGS = ["defaults", "arenapool"]

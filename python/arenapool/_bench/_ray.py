@@ -32,7 +32,7 @@ import gc
 import time
 from typing import Any, Dict, List
 
-from ._bench_suite import Table, fresh_runs, print_worker_figures, worker_figures
+from ._suite import Table, fresh_runs, print_worker_figures, worker_figures
 
 ROWS = ["get", "get-inline", "workers", "groupby"]
 CONFIGS = ["defaults", "arenapool"]

@@ -179,7 +179,7 @@ def glibc() -> Optional[Glibc]:
 
 
 def _rss() -> int:
-    from ._arenapool import rss
+    from .._arenapool import rss
 
     return rss()
 
@@ -250,7 +250,7 @@ def parse_pymalloc(text: str) -> Optional[Pymalloc]:
 
 def pymalloc() -> Optional[Pymalloc]:
     """pymalloc's arenas now; ``None`` if pymalloc is not in use or cannot be read."""
-    from ._arenapool import pymalloc_free_pools, pymalloc_pools_off
+    from .._arenapool import pymalloc_free_pools, pymalloc_pools_off
 
     text = _debug_malloc_stats()
     figures = None if text is None else parse_pymalloc(text)
@@ -269,7 +269,7 @@ def release_pymalloc(min_bytes: int) -> Optional[Release]:
     first page, which holds its header. Only arenas proven pymalloc's are touched, made
     after :func:`arenapool.install`; where the give-back is off, ``Pymalloc.off`` says
     why. ``None`` when it gave nothing back."""
-    from ._arenapool import give_back_pymalloc_pools, pymalloc_free_pools
+    from .._arenapool import give_back_pymalloc_pools, pymalloc_free_pools
 
     resident, _ = pymalloc_free_pools()
     if resident < max(min_bytes, 1):
@@ -334,7 +334,8 @@ def release_arrow(
     since its last release. With ``any_thread`` (a call from a thread that made none of
     Arrow's buffers), only the pools whose release reaches every thread's memory; the
     others (mimalloc's) are released on the main thread, soon (see
-    :mod:`arenapool._main_thread`), and ``on_main_thread`` gets what that gave back."""
+    :mod:`arenapool._core._main_thread`), and ``on_main_thread`` gets what that gave
+    back."""
     done = []
     for pool, is_default in _pools():
         if arrow_freed_since_release(pool) < min_bytes:

@@ -11,9 +11,10 @@ pyarrow chooses its default pool when it loads, from ``ARROW_DEFAULT_MEMORY_POOL
   runs): the variable is set, and every buffer goes to the jemalloc pool;
 - pyarrow imported, its default still mimalloc's: the default becomes the jemalloc
   pool from now on; the buffers already in mimalloc's pool stay there, and what they
-  held goes back when the main thread releases it (:mod:`arenapool._main_thread`: the
-  watcher asks the main thread to, by ``Py_AddPendingCall``); buffers that other
-  threads made there stay held until those threads release it themselves;
+  held goes back when the main thread releases it
+  (:mod:`arenapool._core._main_thread`: the watcher asks the main thread to, by
+  ``Py_AddPendingCall``); buffers that other threads made there stay held until
+  those threads release it themselves;
 - a pool the program chose (``ARROW_DEFAULT_MEMORY_POOL`` set, or a default other than
   mimalloc's), or ``arenapool.set_release(arrow=False)`` called before: left as it is.
 """

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from . import _holders
-from ._arenapool import memory
+from .._arenapool import memory
 from ._holders import ArrowPool, Glibc, Pymalloc
 
 __all__ = ["ArrowPool", "Breakdown", "Glibc", "Pymalloc", "breakdown"]

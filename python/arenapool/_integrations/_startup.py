@@ -28,9 +28,10 @@ import os
 import sys
 from typing import Callable, Optional, Tuple
 
-from . import _release, _switch, install
+from .. import install
+from .._core import _release, _switch
+from .._core._warnings import warn_once
 from ._after_import import after_import
-from ._warnings import warn_once
 
 __all__ = ["start"]
 
@@ -40,13 +41,13 @@ def _numpy() -> None:
 
 
 def _joblib() -> None:
-    from . import joblib
+    from .. import joblib
 
     joblib.install()
 
 
 def _futures() -> None:
-    from . import futures
+    from .. import futures
 
     futures.install()
 
@@ -54,7 +55,7 @@ def _futures() -> None:
 def _dask() -> None:
     import dask
 
-    from . import dask as arenapool_dask
+    from .. import dask as arenapool_dask
 
     arenapool_dask.install()
     preloads = list(dask.config.get("distributed.worker.preload", default=None) or [])
@@ -63,7 +64,7 @@ def _dask() -> None:
 
 
 def _ray() -> None:
-    from . import ray
+    from .. import ray
 
     ray.install()
 

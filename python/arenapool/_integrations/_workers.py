@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from ._warnings import warn_once
+from .._core._warnings import warn_once
 
 __all__ = ["InWorker"]
 
@@ -37,7 +37,7 @@ def _install_here() -> None:
     global _installed_in
     _installed_in = os.getpid()
     try:
-        from . import install
+        from .. import install
 
         install()
     except Exception as error:  # the task runs all the same

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from ._breakdown import Breakdown
+from .._core._breakdown import Breakdown
 
 _MiB = 2**20
 

@@ -3,7 +3,7 @@ process it starts, without a change to its code.
 
 - ``ARENAPOOL=on``: the startup hook the wheel installs (``arenapool.pth`` in
   site-packages) installs arenapool as the interpreter starts, and its integrations as
-  their libraries are imported (see :mod:`arenapool._startup`).
+  their libraries are imported (see :mod:`arenapool._integrations._startup`).
 - ``ARENAPOOL=off``: arenapool stays out, whatever the program calls:
   :func:`arenapool.install` does nothing (and says so once), so no hook is installed
   and no phase sends a block anywhere.

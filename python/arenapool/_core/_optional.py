@@ -3,8 +3,8 @@ is skipped, said once, when it cannot run: a phase around a gather, a ``ray.get`
 task; Arrow's jemalloc pool on a worker; a holder's release.
 
 A step that cannot run in the program's own call warns once with an
-:class:`ArenaPoolWarning` (see :mod:`arenapool._warnings`); one that fails on a thread
-of arenapool's own (the watcher, a worker's phase ender) or of the framework's (a Dask
+:class:`ArenaPoolWarning` (see :mod:`arenapool._core._warnings`); one that fails on a
+thread of arenapool's own (the watcher, a worker's phase ender) or of the framework's (a Dask
 worker's event loop) logs once, with its traceback, on the logger ``arenapool``, where
 a warning would reach no one who could act on it. Either way the work goes on.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar
 from ._warnings import warn_once
 
 if TYPE_CHECKING:  # imported where it is used: the package imports this module
-    from . import phase
+    from .. import phase
 
 __all__ = ["end_phase", "log_once", "logger", "open_phase", "phase_or_none", "step"]
 
@@ -69,7 +69,7 @@ def open_phase(what: str) -> "Optional[phase]":
     """A phase entered for ``what`` (``"a gather"``, say); ``None``, after an
     :class:`ArenaPoolWarning` (once per process), if none could open: the hooks could
     not be installed, or the allocator can make no more arenas."""
-    from . import phase
+    from .. import phase
 
     opened = phase()
     entered = step(
