@@ -39,10 +39,17 @@ def run_fresh(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 
 
 # What every fresh program measuring RSS starts with.
 RSS_HELPER = """
-import gc, json, os
+import gc, json, os, time
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def rss_once_at_most(limit, seconds=60):
+    # What a give-back in the background did: RSS as soon as it is at most `limit`,
+    # or after `seconds` (a loaded machine may run the background thread late).
+    deadline = time.monotonic() + seconds
+    while rss() > limit and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return rss()
 """
 
 
