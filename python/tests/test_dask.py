@@ -26,6 +26,14 @@ def ones(_):
 def total(arrays):
     return float(sum(a[0] for a in arrays))
 
+def once_at_most(read, limit, seconds=60):
+    # ``read()`` as soon as it is at most ``limit``, or after ``seconds``: Dask releases
+    # data in the background, later on a loaded machine.
+    deadline = time.monotonic() + seconds
+    while (value := read()) > limit and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
 if __name__ == "__main__":
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
             Client(cluster) as client:
@@ -47,8 +55,7 @@ results = client.gather(client.map(ones, range(1500)))   # 600 MB
 held = arenapool.rss()
 del results
 gc.collect()
-time.sleep(0.5)
-print(json.dumps([start, held, arenapool.rss()]))
+print(json.dumps([start, held, once_at_most(arenapool.rss, start + 48 * 2**20)]))
 """
 
 
@@ -68,8 +75,7 @@ with joblib.parallel_backend("dask"):
 held = arenapool.rss()
 del results
 gc.collect()
-time.sleep(0.5)
-print(json.dumps([start, held, arenapool.rss()]))
+print(json.dumps([start, held, once_at_most(arenapool.rss, start + 48 * 2**20)]))
 """
     )
     assert held >= start + 400 * MiB, (start, held, after)
@@ -110,9 +116,9 @@ sums = [client.submit(total, futures[i:i + 100]) for i in range(0, 3000, 100)]
 client.gather(sums)
 held = rss()
 del futures, sums
-time.sleep(1.5)
+after = once_at_most(rss, start + 96 * 2**20)
 phases = sum(client.run(lambda dask_worker: dask_worker.plugins["arenapool"].phases).values())
-print(json.dumps([start, held, rss(), phases]))
+print(json.dumps([start, held, after, phases]))
 """,
         config=NO_NANNY_TRIM,
     )
@@ -173,10 +179,17 @@ client.run(lambda: __import__("pandas") and None)
 before = arenapool.dask.breakdowns(client)
 result = dd.from_map(frame, range(4), rows=1_000_000).groupby("k")["v"].sum().compute()
 del result
-time.sleep(1.5)
-after = arenapool.dask.breakdowns(client)
+def back(after):  # the test's three conditions, for each worker
+    return all(
+        sum(p.allocated for p in b.arrow) == 0 and b.rest <= 28 * 2**20
+        and b.anonymous <= before[worker].anonymous + 96 * 2**20
+        for worker, b in after.items()
+    )
+deadline = time.monotonic() + 60
+while not back(after := arenapool.dask.breakdowns(client)) and time.monotonic() < deadline:
+    time.sleep(0.25)
 print(json.dumps([[b.anonymous, b.rest, [p.allocated for p in b.arrow]] for b in before.values()]
-                 + [[b.anonymous, b.rest, [p.allocated for p in b.arrow]] for b in after.values()]))
+                 + [[b.anonymous, b.rest, [p.allocated for p in b.arrow]] for b in map(after.get, before)]))
 """
     )
     before, after = figures[:2], figures[2:]

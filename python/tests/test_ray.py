@@ -22,6 +22,13 @@ def anonymous(pid):
     with open(f"/proc/{{pid}}/status") as status:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("RssAnon:"))
 
+def once_at_most(read, limit, seconds):
+    # ``read()`` as soon as it is at most ``limit``, or after ``seconds``.
+    deadline = time.monotonic() + seconds
+    while (value := read()) > limit and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
 {functions}
 
 if __name__ == "__main__":
@@ -50,8 +57,7 @@ results = ray.get([small.remote(i) for i in range(4000)])   # 320 MB
 held = arenapool.rss()
 del results
 gc.collect()
-time.sleep(1.5)
-print(json.dumps([start, held, arenapool.rss()]))
+print(json.dumps([start, held, once_at_most(arenapool.rss, start + 48 * 2**20, 60)]))
 """,
         functions="""
 @ray.remote
@@ -82,8 +88,7 @@ rss = lambda: sum(anonymous(pid) for pid in pids)
 time.sleep(1.5)
 start = rss()
 ray.get([grouped.remote(i, 1_000_000) for i in range(8)])
-time.sleep({wait})
-after = rss()
+after = once_at_most(rss, start + {limit} * 2**20, {seconds})
 phases = sum(arenapool.ray.run_on_workers(lambda: arenapool.ray.task_phases().phases).values())
 print(json.dumps([start, after, phases]))
 """
@@ -93,7 +98,7 @@ def test_workers_hooks_give_back_a_string_groupby():
     # The setup hook alone: Arrow's jemalloc pool, and arenapool's hooks whose idle return
     # gives back what the tasks dropped once a worker has been quiet for a second.
     start, after, phases = run_ray(
-        MEASURED_GROUPBY.format(wait=2.5),
+        MEASURED_GROUPBY.format(limit=40, seconds=60),
         functions=GROUPBY.format(decorated="frame"),
         init=", runtime_env=arenapool.ray.runtime_env()",
     )
@@ -105,7 +110,7 @@ def test_workers_task_phases_give_back_at_once():
     # With the decorator, each worker's phase ends 0.1 s after its last task: its memory
     # is back before the idle return's second.
     start, after, phases = run_ray(
-        MEASURED_GROUPBY.format(wait=0.3),
+        MEASURED_GROUPBY.format(limit=16, seconds=0.3),
         functions=GROUPBY.format(decorated="arenapool.ray.task(frame)"),
         init=", runtime_env=arenapool.ray.runtime_env()",
     )

@@ -26,8 +26,10 @@ def rss_of(pid):
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 def result(i):
     return np.ones(50_000) * i
-def measured(job, workers):
-    '''Each worker's RSS over its idle start after ``job`` (and 2 s), and the parent's.'''
+def measured(job, workers, limit=16 << 20, seconds=60):
+    '''The parent's RSS over its start after ``job``, and each worker's over its idle
+    start: as soon as each is at most ``limit``, or after ``seconds`` (a loaded machine
+    may run a worker's last phase end late).'''
     pids = workers()
     time.sleep(1)
     idle = {pid: rss_of(pid) for pid in pids}
@@ -36,8 +38,12 @@ def measured(job, workers):
     assert len(results) == 1500
     del results
     gc.collect()
-    time.sleep(2)
-    return [rss() - start, [rss_of(pid) - idle[pid] for pid in pids]]
+    deadline = time.monotonic() + seconds
+    while True:
+        grown = [rss() - start, [rss_of(pid) - idle[pid] for pid in pids]]
+        if max([grown[0]] + grown[1]) <= limit or time.monotonic() > deadline:
+            return grown
+        time.sleep(0.05)
 """
 
 LOKY_CHILDREN = """

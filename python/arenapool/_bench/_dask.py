@@ -20,8 +20,8 @@ Rows (``--dask-rows``):
   the workers, string keys (pandas' ``str``, in Arrow's memory), grouped and summed,
   the result computed and deleted: the workers' RSS, added up.
 - ``pandas``: the same frame and groupby in one process without Dask, a quarter of the
-  rows: its RSS. With arenapool: :func:`arenapool.use_arrow_jemalloc`, and a phase
-  around the work.
+  rows: its RSS. With arenapool: :func:`arenapool.install` before pandas is imported
+  (which sets Arrow's default pool to give back), and a phase around the work.
 
 Figures: RSS above the start (after the cluster is up and has run one task) with the
 results held and after they are deleted (1 s later, as Dask releases them), the wall
@@ -127,7 +127,7 @@ def child(row: str, config: str, tasks: int, rows: int) -> Dict[str, Any]:
 
     if row == "pandas":
         if config == "arenapool":
-            arenapool.use_arrow_jemalloc()  # before pandas imports pyarrow
+            arenapool.install()  # before pandas imports pyarrow
         import pandas  # noqa: F401 (its libraries' pages before the start)
 
         start = _rss()
