@@ -19,6 +19,7 @@ enum ErrorKind {
     NotInstalled,
     PercpuArena,
     ArenaLimit { live: usize },
+    NoMemoryForArena,
     ThresholdTooSmall { asked: usize, smallest: usize },
     ProcessMadvise { batch: usize },
     TooManyLabels { name: String, max: usize },
@@ -41,6 +42,12 @@ impl Error {
     pub(crate) fn arena_limit(live: usize) -> Self {
         Error {
             kind: ErrorKind::ArenaLimit { live },
+        }
+    }
+
+    pub(crate) fn no_memory_for_arena() -> Self {
+        Error {
+            kind: ErrorKind::NoMemoryForArena,
         }
     }
 
@@ -96,6 +103,13 @@ impl Error {
         matches!(self.kind, ErrorKind::ArenaLimit { .. })
     }
 
+    /// True when jemalloc could not make a new arena for want of memory for its
+    /// metadata: the process's address space is full (an address-space limit such as
+    /// `ulimit -v`), or the kernel refused to map more.
+    pub fn is_out_of_memory(&self) -> bool {
+        self.kind == ErrorKind::NoMemoryForArena
+    }
+
     /// Prints this error to stderr as the warning that work is running without an
     /// arena, so its memory is not given back; once per process, however many scopes,
     /// jobs and streams meet an error. [`with_arena`](crate::with_arena) and the thread
@@ -138,6 +152,14 @@ impl fmt::Display for Error {
                 "no jemalloc arena is free: {live} arenas are held by live `Arena`s and scopes, \
                  and jemalloc allows at most {ARENA_LIMIT} arenas in a process; drop `Arena`s \
                  (or end scopes) before creating more"
+            ),
+            ErrorKind::NoMemoryForArena => f.write_str(
+                "jemalloc could not make a new arena: no memory was left for its metadata (the \
+                 process's address space is full, under an address-space limit such as \
+                 `ulimit -v`, or the kernel refused to map more). A process's first phase \
+                 makes the phase arenas, one per CPU, and an `Arena` or a scope may need a new \
+                 one: free memory or raise the limit, or open the first phase before the \
+                 address space fills up",
             ),
             ErrorKind::ProcessMadvise { batch } => write!(
                 f,

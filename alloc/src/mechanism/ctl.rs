@@ -34,6 +34,15 @@ pub(crate) struct CtlError {
     pub(crate) errno: c_int,
 }
 
+impl CtlError {
+    /// Whether `arenas.create` refused for want of memory: jemalloc answers `EAGAIN`
+    /// when it cannot map a new arena's metadata (and at its limit of arenas, which
+    /// [`crate::work::recycler`] checks before it asks).
+    pub(crate) fn is_arena_without_memory(&self) -> bool {
+        self.name == "arenas.create" && self.errno == libc::EAGAIN
+    }
+}
+
 pub(crate) type CtlResult<T> = Result<T, CtlError>;
 
 /// How many times a control call refused with `EAGAIN` is made in all.

@@ -180,11 +180,12 @@ pub(crate) fn is_ours(index: u32) -> bool {
     get(index).is_some_and(|state| state.ours.load(Ordering::Acquire))
 }
 
-/// This crate's arenas other than `tried`, in index order: where a block refused in
-/// `tried` for want of memory may still fit, since each arena keeps the address space
-/// it has mapped for itself (jemalloc's `retain`).
-pub(crate) fn ours_except(tried: u32) -> impl Iterator<Item = u32> {
-    (0..ARENAS_ALL).filter(move |&i| i != tried && is_ours(i))
+/// This crate's arenas other than `tried` (all of them for `None`), in index order:
+/// where a block refused in `tried`, or for which no arena could be made, may still
+/// fit, since each arena keeps the address space it has mapped for itself (jemalloc's
+/// `retain`).
+pub(crate) fn ours_except(tried: Option<u32>) -> impl Iterator<Item = u32> {
+    (0..ARENAS_ALL).filter(move |&i| Some(i) != tried && is_ours(i))
 }
 
 /// Whether arena `index` is inherited from the parent process and no purge of it can

@@ -60,6 +60,7 @@ impl Arena {
     ///   ([`Error::is_percpu_arena`]).
     /// - jemalloc's limit of arenas per process is reached because too many `Arena`s
     ///   are alive at once ([`Error::is_arena_limit`]); dropping some makes room.
+    /// - No memory is left for a new arena's metadata ([`Error::is_out_of_memory`]).
     /// - jemalloc runs with `process_madvise_max_batch` above 0
     ///   ([`Error::is_process_madvise`]), whose purges would bypass the arenas' hooks.
     pub fn new() -> Result<Arena, Error> {

@@ -205,8 +205,10 @@ fn enter(label: Option<Label>) -> PhaseGuard {
 /// # Errors
 ///
 /// [`ArenaAlloc`](crate::ArenaAlloc) is not the global allocator
-/// ([`Error::is_not_installed`]), or jemalloc's limit on arenas was reached before the
-/// phase arenas could be made ([`Error::is_arena_limit`]). No phase is open.
+/// ([`Error::is_not_installed`]), or, at the process's first phase, the phase arenas
+/// could not be made: jemalloc's limit on arenas was reached
+/// ([`Error::is_arena_limit`]), or no memory was left for their metadata
+/// ([`Error::is_out_of_memory`]). No phase is open.
 pub fn try_enter_phase() -> Result<PhaseGuard, Error> {
     try_enter(None)
 }

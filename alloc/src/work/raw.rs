@@ -29,6 +29,12 @@ static ARENAS: PerCpu = PerCpu::new();
 /// - otherwise: an arena of this crate's per CPU that behaves as jemalloc's own do
 ///   (freed pages decay over jemalloc's default 10 s).
 ///
+/// Where that arena has no room for the block, or cannot be made (these arenas are made
+/// on first use; jemalloc may refuse a new one, at its limit of arenas or with no
+/// address space left for its metadata), any other arena of this crate's that has room
+/// takes it: each keeps the address space it mapped, and memory that earlier work freed
+/// there can be given out again, even when the address space is full.
+///
 /// Every block is jemalloc's and bypasses thread caches (so no thread keeps a freed
 /// block's pages), and [`owns`](RawAlloc::owns) tells exactly whether a pointer is one
 /// of them: the way for a hook that wraps another allocator to route each `free` and
@@ -149,11 +155,15 @@ impl RawAlloc {
 /// aligned to `align` asked for by the calling thread (its arena, see [`RawAlloc`]; no
 /// thread cache; the alignment); if that fails for want of memory in an arena of this
 /// crate's, calls it again with each other arena of this crate's until one succeeds
-/// (see [`route::elsewhere`]). Null if none has room, or if `align` is not a power of
-/// two.
+/// (see [`route::elsewhere`]); if no arena could be made for the block, with each arena
+/// of this crate's that exists (see [`route::in_any`]). Null if none has room, or if
+/// `align` is not a power of two.
 fn attempt(size: usize, align: usize, op: impl Fn(c_int) -> *mut c_void) -> *mut u8 {
-    let Some(arena) = place(size, align) else {
+    if !align.is_power_of_two() {
         return ptr::null_mut();
+    }
+    let Some(arena) = place(size) else {
+        return route::in_any(|other| op(route::mallocx_flags(Some(other), align, size)));
     };
     let block = op(route::mallocx_flags(arena, align, size));
     if !block.is_null() {
@@ -165,12 +175,8 @@ fn attempt(size: usize, align: usize, op: impl Fn(c_int) -> *mut c_void) -> *mut
 }
 
 /// The arena a block of `size` bytes goes to when the calling thread asks for it
-/// (`None`: the thread's own, one of ours); `None` outside, if `align` is not a power
-/// of two or no arena can be had.
-fn place(size: usize, align: usize) -> Option<Option<u32>> {
-    if !align.is_power_of_two() {
-        return None;
-    }
+/// (`None`: the thread's own, one of ours); `None` outside if no arena can be made.
+fn place(size: usize) -> Option<Option<u32>> {
     let arena = if let Some(bound) = binding::bound_arena() {
         // No arena named: jemalloc takes the thread's own, one of ours.
         if size >= FLOOR {

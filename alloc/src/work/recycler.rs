@@ -160,7 +160,13 @@ fn create(huge: bool) -> Result<Slot, Error> {
             return Err(Error::arena_limit(live()));
         }
         refuse_process_madvise(ctl::process_madvise_max_batch()?)?;
-        create_arena(huge)?
+        create_arena(huge).map_err(|e| {
+            if e.is_arena_without_memory() {
+                Error::no_memory_for_arena()
+            } else {
+                Error::from(e)
+            }
+        })?
     };
     Ok(Slot { index })
 }

@@ -85,7 +85,22 @@ pub(crate) fn elsewhere(routed: Option<u32>, attempt: impl Fn(u32) -> *mut c_voi
     let Some(tried) = routed.or_else(binding::bound_arena) else {
         return ptr::null_mut();
     };
-    table::ours_except(tried)
+    in_each(table::ours_except(Some(tried)), attempt)
+}
+
+/// After no arena of this crate's could be made for a block (an arena per CPU is made
+/// on first use: jemalloc's limit of arenas was reached, or no address space is left
+/// for a new arena's metadata): the same call (`attempt`, with an arena index) in each
+/// arena of this crate's that exists until one succeeds, else null. Memory that work
+/// freed into those arenas is still theirs to give out again.
+#[cold]
+#[inline(never)]
+pub(crate) fn in_any(attempt: impl Fn(u32) -> *mut c_void) -> *mut u8 {
+    in_each(table::ours_except(None), attempt)
+}
+
+fn in_each(arenas: impl Iterator<Item = u32>, attempt: impl Fn(u32) -> *mut c_void) -> *mut u8 {
+    arenas
         .map(attempt)
         .find(|block| !block.is_null())
         .unwrap_or(ptr::null_mut())
