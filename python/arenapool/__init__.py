@@ -279,8 +279,9 @@ class phase(contextlib.ContextDecorator):
     Entering a phase installs the hooks if they are not installed (see
     :func:`install`). The process's first phase makes the phase arenas, one per CPU:
     under an address-space limit (``ulimit -v``) that the program has already filled,
-    entering raises :class:`ArenaPoolError` saying so. A phase is process-wide in the process that opened it: a child
-    made by ``fork`` starts with no phase open (it may open its own).
+    entering raises :class:`ArenaPoolError` saying so. A phase is process-wide in the
+    process that opened it: a child made by ``fork`` starts with no phase open (it may
+    open its own).
     """
 
     report: Optional[Report]

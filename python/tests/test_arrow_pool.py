@@ -1,9 +1,10 @@
 """Arrow's default pool gives back with ``arenapool.install()`` alone and with
 ``ARENAPOOL=on``, with no call to ``use_arrow_jemalloc()``: a pandas 3 string groupby on
 4 M rows, deleted after a phase or with no phase at all, back within 16 MiB after
-``del`` (how soon: the ``pandas`` row of ``python -m arenapool.bench --dask``); where pyarrow was imported before arenapool, what the main thread made in
-mimalloc's pool goes back through the watcher's release on the main thread. One fresh
-program per measurement."""
+``del`` (how soon: the ``pandas`` row of ``python -m arenapool.bench --dask``); where
+pyarrow was imported before arenapool, what the main thread made in mimalloc's pool
+goes back through the watcher's release on the main thread. One fresh program per
+measurement."""
 
 from __future__ import annotations
 
