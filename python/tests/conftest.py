@@ -37,19 +37,24 @@ def run_fresh(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# For fresh programs that wait for a give-back in the background.
+ONCE_AT_MOST = """
+import time
+def once_at_most(read, limit, seconds=60):
+    # What a give-back in the background did: `read()` as soon as it is at most
+    # `limit`, or after `seconds` (a loaded machine may run the background work late).
+    deadline = time.monotonic() + seconds
+    while (value := read()) > limit and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+"""
+
 # What every fresh program measuring RSS starts with.
-RSS_HELPER = """
-import gc, json, os, time
+RSS_HELPER = ONCE_AT_MOST + """
+import gc, json, os
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-def rss_once_at_most(limit, seconds=60):
-    # What a give-back in the background did: RSS as soon as it is at most `limit`,
-    # or after `seconds` (a loaded machine may run the background thread late).
-    deadline = time.monotonic() + seconds
-    while rss() > limit and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return rss()
 """
 
 

@@ -36,7 +36,7 @@ PHASE
     df, total = frame(4_000_000)
 held = rss()
 del df, total
-after = rss_once_at_most(start + 16 * 2**20)
+after = once_at_most(rss, start + 16 * 2**20)
 print(json.dumps([start, held, after, pa.default_memory_pool().backend_name]))
 """
 
@@ -81,7 +81,7 @@ SETTING
 arenapool.install()
 del df, total
 # The watcher asks the main thread within a second; the main thread runs Python here.
-after = rss_once_at_most(start + 16 * 2**20, seconds=5)
+after = once_at_most(rss, start + 16 * 2**20, seconds=5)
 print(json.dumps([start, held, after, [r.holder for r in arenapool.recent_releases()]]))
 """
 

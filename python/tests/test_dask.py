@@ -12,10 +12,10 @@ pytest.importorskip("distributed")
 
 import arenapool.dask
 
-from conftest import MiB, run_fresh
+from conftest import ONCE_AT_MOST, MiB, run_fresh
 
-CLUSTER = """
-import gc, json, time
+CLUSTER = ONCE_AT_MOST + """
+import gc, json
 import numpy as np
 import arenapool, arenapool.dask
 from distributed import Client, LocalCluster
@@ -25,14 +25,6 @@ def ones(_):
 
 def total(arrays):
     return float(sum(a[0] for a in arrays))
-
-def once_at_most(read, limit, seconds=60):
-    # ``read()`` as soon as it is at most ``limit``, or after ``seconds``: Dask releases
-    # data in the background, later on a loaded machine.
-    deadline = time.monotonic() + seconds
-    while (value := read()) > limit and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return value
 
 if __name__ == "__main__":
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
@@ -157,10 +149,7 @@ while phases_ended() == before:  # until the task's phase has ended, the result 
     time.sleep(0.05)
 held = rss()
 del future
-deadline = time.monotonic() + 10
-while rss() > start + (held - start) / 2 and time.monotonic() < deadline:
-    time.sleep(0.1)
-print(json.dumps([start, held, rss()]))
+print(json.dumps([start, held, once_at_most(rss, start + (held - start) / 2, 10)]))
 """
     )
     assert held >= start + 48 * MiB, (start, held)

@@ -10,10 +10,10 @@ pytest.importorskip("ray")
 
 import arenapool.ray
 
-from conftest import MiB, run_fresh
+from conftest import ONCE_AT_MOST, MiB, run_fresh
 
-RAY = """
-import gc, json, time
+RAY = ONCE_AT_MOST + """
+import gc, json
 import numpy as np
 import ray
 import arenapool, arenapool.ray
@@ -21,13 +21,6 @@ import arenapool, arenapool.ray
 def anonymous(pid):
     with open(f"/proc/{{pid}}/status") as status:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("RssAnon:"))
-
-def once_at_most(read, limit, seconds):
-    # ``read()`` as soon as it is at most ``limit``, or after ``seconds``.
-    deadline = time.monotonic() + seconds
-    while (value := read()) > limit and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return value
 
 {functions}
 
@@ -57,7 +50,7 @@ results = ray.get([small.remote(i) for i in range(4000)])   # 320 MB
 held = arenapool.rss()
 del results
 gc.collect()
-print(json.dumps([start, held, once_at_most(arenapool.rss, start + 48 * 2**20, 60)]))
+print(json.dumps([start, held, once_at_most(arenapool.rss, start + 48 * 2**20)]))
 """,
         functions="""
 @ray.remote

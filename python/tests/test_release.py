@@ -69,7 +69,7 @@ def test_watcher_trims_glibc_after_the_phase():
     require_glibc_figures()
     code = GLIBC + """
 fill()  # after the phase ended
-print(json.dumps([start, rss_once_at_most(start + 16 * 2**20)]))
+print(json.dumps([start, once_at_most(rss, start + 16 * 2**20)]))
 """
     start, after = run_fresh(code.format(setting=""))
     assert after <= start + 16 * MiB, (start, after)
@@ -114,7 +114,7 @@ with ThreadPoolExecutor(2) as pool:  # Arrow's buffers made on other threads
     with arenapool.phase():
         frames = list(pool.map(frame, range(2), [2_000_000] * 2))
 del frames
-print(json.dumps([start, rss_once_at_most(start + 16 * 2**20)]))
+print(json.dumps([start, once_at_most(rss, start + 16 * 2**20)]))
 """
     start, after = run_fresh(code.format(setting="arenapool.use_arrow_jemalloc()"))
     assert after <= start + 16 * MiB, (start, after)
@@ -199,7 +199,7 @@ def test_watcher_gives_back_pymallocs_free_pools_dropped_after_the_phase():
     code = PYMALLOC + """
 kept = pinned_arenas(2_000_000)  # after the phase ended
 held = rss()
-print(json.dumps([start, held, rss_once_at_most(start + (held - start) // 2)]))
+print(json.dumps([start, held, once_at_most(rss, start + (held - start) // 2)]))
 """
     start, held, after = run_fresh(code.format(setting=""))
     assert after <= start + (held - start) / 2, (start, held, after)

@@ -38,12 +38,13 @@ def measured(job, workers, limit=16 << 20, seconds=60):
     assert len(results) == 1500
     del results
     gc.collect()
-    deadline = time.monotonic() + seconds
-    while True:
-        grown = [rss() - start, [rss_of(pid) - idle[pid] for pid in pids]]
-        if max([grown[0]] + grown[1]) <= limit or time.monotonic() > deadline:
-            return grown
-        time.sleep(0.05)
+    def grown():
+        return [rss() - start, [rss_of(pid) - idle[pid] for pid in pids]]
+    def worst():
+        parent, workers = grown()
+        return max([parent] + workers)
+    once_at_most(worst, limit, seconds)
+    return grown()
 """
 
 LOKY_CHILDREN = """
