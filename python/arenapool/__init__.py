@@ -42,8 +42,10 @@ from ._core import _arrow, _optional, _release, _switch
 from ._core._holders import Release
 from ._core._warnings import warn_once
 from ._core._release import recent_releases, release_others, set_release, use_arrow_jemalloc
-from ._core._breakdown import Breakdown, breakdown
-from ._integrations._notebook import load_ipython_extension as load_ipython_extension  # %load_ext arenapool
+from ._core._breakdown import Breakdown, breakdown, record_phase as _record_phase
+# %load_ext arenapool and %unload_ext arenapool
+from ._integrations._notebook import load_ipython_extension as load_ipython_extension
+from ._integrations._notebook import unload_ipython_extension as unload_ipython_extension
 
 __all__ = [
     "ArenaPoolError",
@@ -251,7 +253,22 @@ def phase_is_open() -> bool:
     return _arenapool.phase_is_open()
 
 
-class phase(contextlib.ContextDecorator):
+class _PhaseClass(type):
+    """The type of :class:`phase`: ``with arenapool.phase:`` (without the parentheses)
+    raises a ``TypeError`` that says what to write, instead of Python's "'type' object
+    does not support the context manager protocol"."""
+
+    def __enter__(cls) -> None:
+        raise TypeError(
+            "`with arenapool.phase:` uses the class itself: write `with arenapool.phase():` "
+            "(with parentheses), or `with arenapool.phase() as p:` to read p.report after the block"
+        )
+
+    def __exit__(cls, *exc: Any) -> None:  # pragma: no cover - __enter__ always raises
+        return None
+
+
+class phase(contextlib.ContextDecorator, metaclass=_PhaseClass):
     """A process-wide phase: a ``with`` block, or a decorator.
 
     While a phase is open, on every thread of the process, large blocks go to the
@@ -260,11 +277,12 @@ class phase(contextlib.ContextDecorator):
     them). Phases nest and overlap, from any threads. If the block raises, the phase
     ends and the exception goes on.
 
-    After the block, :attr:`report` holds the phase's :class:`Report`::
+    After the block, :attr:`report` holds the phase's :class:`Report` (inside the
+    block it is ``None``: the phase has not ended, and there is nothing to report yet)::
 
         with arenapool.phase() as p:
             results = run_everything()
-        print(p.report)       # ran 5.1s, gave back 1.4 GiB in 60ms; RSS ...
+        print(p.report)       # ran 5.1 s; RSS 40.0 MiB at the start, 1.5 GiB at the end; ...
 
     When the last open phase ends, the process's other allocators give back their free
     memory too, each if it holds enough: glibc's heaps (``malloc_trim(0)``), pymalloc's
@@ -285,7 +303,11 @@ class phase(contextlib.ContextDecorator):
     """
 
     report: Optional[Report]
+    """The phase's :class:`Report` once it has ended; ``None`` before and inside the
+    block."""
     released: List[Release]
+    """What glibc, pymalloc and Arrow's pools gave back when the phase ended (empty
+    before, and when another phase was still open)."""
     _open: Optional[_arenapool.OpenPhase]
 
     def __new__(cls, function: Optional[Callable[..., Any]] = None) -> Any:
@@ -332,9 +354,25 @@ class phase(contextlib.ContextDecorator):
                 self.released = release_others()
             except Exception as error:  # MemoryError, say: the phase has ended all the same
                 _optional.log_once("phase end", "arenapool could not give other holders' memory back", error)
+            _record_phase(self.report, self.released)
             _release.start_watcher()
         return False
 
     def __repr__(self) -> str:
         state = "open" if self._open is not None else ("ended" if self.report else "not entered")
         return f"<arenapool.phase {state}>"
+
+
+del check_build  # run once, above
+
+
+def __dir__() -> List[str]:
+    """``dir(arenapool)``: the public API (``__all__``) and the submodules imported so
+    far (``arenapool.joblib``...), not the names the package uses inside."""
+    modules = [
+        name
+        for name, value in globals().items()
+        if not name.startswith("_") and getattr(value, "__name__", "").startswith(__name__ + ".")
+        and type(value) is type(sys)
+    ]
+    return sorted({*__all__, *modules, "__version__"})
