@@ -52,7 +52,7 @@ def _name(pid: int) -> str:
         except OSError:
             return "?"
     words[0] = os.path.basename(words[0])
-    text = " ".join(words)
+    text = " ".join(" ".join(words).split())  # a program given with -c spans lines
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -142,7 +142,7 @@ def unload_ipython_extension(ipython: Any) -> None:
         uninstall()
         _hooks_installed_here = False
     _loaded = False
-    what = ", ".join(undone) + " no longer a phase" if undone else "no integration was installed"
+    what = " and ".join(undone) + ": no longer phases" if undone else "no integration had been installed"
     print(f"arenapool unloaded: {what}{hooks}; %arenapool removed.")
 
 
