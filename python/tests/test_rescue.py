@@ -58,5 +58,6 @@ print(json.dumps([start, stuck, rss(), printed.getvalue()]))
 """
     )
     assert stuck >= start + 150 * MiB, (start, stuck)
-    assert after <= start + 40 * MiB, (start, stuck, after)
+    # Importing IPython takes some of the free memory, and adds its own (50 MiB on 3.9).
+    assert after <= stuck - 120 * MiB, (start, stuck, after)
     assert "Gave back" in printed and "RSS" in printed, printed
