@@ -28,7 +28,6 @@ DOCUMENTS = [ROOT / "python" / "README.md", ROOT / "docs" / "python.md"]
 NOT_RUN = {
     "ray": "starts a Ray instance (about 10 s and an object store of 1 GiB): too slow for "
     "every CI run; tests/test_ray.py runs the same calls",
-    "mpi": "runs under mpirun with several ranks; tests/test_mpi.py runs the same calls",
 }
 
 _MARK = re.compile(r"<!--\s*not run:\s*(\w+)")
