@@ -221,7 +221,7 @@ class Breakdown:
             over -= g.free - free
             detail = f"{_mib(g.in_use)} in use, {_mib(free)} free"
             if free < g.free:
-                detail += f" (glibc counts {_mib(g.free)} free: {_mib(g.free - free)} of it is given back already)"
+                detail += f" (glibc counts {_mib(g.free)} free: about {_mib(g.free - free)} of it is given back already)"
             if g.counter != "mallinfo2":
                 detail += f"; {g.counter}: figures modulo 4 GiB"
             rows.append(Holder("C libraries and numpy (glibc's malloc)", g.in_use + free, detail))

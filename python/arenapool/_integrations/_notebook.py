@@ -27,6 +27,7 @@ Each integration is optional: one that cannot be installed is skipped with an
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -121,6 +122,18 @@ def unload_ipython_extension(ipython: Any) -> None:
     from .. import uninstall
 
     undone = []
+    if _clients:
+        import arenapool.dask
+
+        for client in list(_clients):
+            if client.status == "running":  # its workers lose the plugin
+                _optional.step(
+                    "notebook dask workers off",
+                    "taking WorkerPhases off the workers",
+                    functools.partial(arenapool.dask.uninstall, client),
+                )
+        _clients.clear()
+        undone.append("every Dask worker's tasks")
     for name in reversed(_installed_here):
         module = sys.modules.get(f"arenapool.{name}")
         if module is not None:
