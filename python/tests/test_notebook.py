@@ -83,6 +83,8 @@ def test_load_ext_gives_back_the_kernels_results(tmp_path):
             run_cell(client, DASK)
             plugged = run_cell(client, "print(all(client.run(lambda dask_worker: 'arenapool' in dask_worker.plugins).values()))")
             workers = run_cell(client, "%arenapool")
+            unloaded = run_cell(client, "%unload_ext arenapool")
+            unplugged = run_cell(client, "print(any(client.run(lambda dask_worker: 'arenapool' in dask_worker.plugins).values()))")
     finally:
         client.stop_channels()
         kernel.shutdown_kernel(now=True)
@@ -95,4 +97,6 @@ def test_load_ext_gives_back_the_kernels_results(tmp_path):
     assert "Gave back" in loaded and "joblib.Parallel" in loaded, loaded
     if DASK_INSTALLED:
         assert plugged.strip() == "True", plugged
+        # %unload_ext takes the plugin off the workers %load_ext gave it to.
+        assert "every Dask worker's tasks" in unloaded and unplugged.strip() == "False", (unloaded, unplugged)
         assert workers.count("Dask worker tcp://") == 1 and workers.count("MiB of memory (RSS)") == 2, workers
