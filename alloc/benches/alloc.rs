@@ -6,10 +6,15 @@
 //!   `Jemalloc`, through `ArenaAlloc` with no phase open, and through `ArenaAlloc`
 //!   inside a phase (where 64 KiB blocks go to the phase arenas). Goal: `ArenaAlloc`
 //!   <= 1.02x `Jemalloc` with no phase; 64 KiB <= 1.05x `Jemalloc` inside a phase.
-//! - `scope/empty_with_arena`: the fixed cost of a scope (goal: <= 2 us).
+//! - `scope/*`: the fixed cost of a scope, empty or with one allocation that escapes
+//!   it (goal: <= 1.3 us each), and of entering an arena held by hand.
+//! - `large_reuse/16MiB/*`: a 16 MiB block allocated, touched (a byte a page) and freed
+//!   in a loop outside any phase, through `ArenaAlloc`, plain `Jemalloc` and glibc's
+//!   `System`: the cost of giving a reused block back and faulting it in again (goal:
+//!   `ArenaAlloc` <= 1.05x the faster of the two).
 //! - `purge/*`: giving 64 MiB of freed pages back, via `Arena::purge` and via a raw
 //!   `madvise(MADV_DONTNEED)` of the same size (goal: arena >= 0.8x raw throughput).
-use std::alloc::{GlobalAlloc, Layout};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::thread;
@@ -134,6 +139,37 @@ fn scope(c: &mut Criterion) {
     group.finish();
 }
 
+const LARGE_SIZE: usize = 16 << 20;
+
+/// Allocates a block of `layout` through `a`, writes a byte in each of its pages, and
+/// frees it.
+#[inline(never)]
+fn alloc_touch_free<A: GlobalAlloc>(a: &A, layout: Layout) {
+    // SAFETY: `layout` has a non-zero size; every write lies inside the block, which is
+    // freed with the same allocator and layout it was allocated with.
+    unsafe {
+        let p = a.alloc(layout);
+        assert!(!p.is_null());
+        for offset in (0..layout.size()).step_by(4096) {
+            p.add(offset).write(1);
+        }
+        a.dealloc(black_box(p), layout);
+    }
+}
+
+fn large_reuse(c: &mut Criterion) {
+    let layout = Layout::from_size_align(LARGE_SIZE, 8).unwrap();
+    let mut group = c.benchmark_group("large_reuse/16MiB");
+    group.bench_function("System", |b| b.iter(|| alloc_touch_free(&System, layout)));
+    group.bench_function("Jemalloc", |b| {
+        b.iter(|| alloc_touch_free(&Jemalloc, layout))
+    });
+    group.bench_function("ArenaAlloc", |b| {
+        b.iter(|| alloc_touch_free(&ArenaAlloc, layout))
+    });
+    group.finish();
+}
+
 const PURGE_SIZE: usize = 64 << 20;
 
 /// Time to purge `PURGE_SIZE` freed bytes from an arena. The purge runs while the
@@ -190,5 +226,5 @@ fn purge(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, hot_path, phase, scope, purge);
+criterion_group!(benches, hot_path, phase, scope, large_reuse, purge);
 criterion_main!(benches);

@@ -41,6 +41,8 @@ pub(crate) struct ArenaState {
     pub(crate) bytes_given_back: AtomicU64,
     /// Ranges its hooks failed to give back (the kernel refused).
     pub(crate) give_backs_failed: AtomicU64,
+    /// Extents its hooks made: new mappings (`alloc`) and extents cut in two (`split`).
+    pub(crate) carves: AtomicU64,
 
     // The purge mechanism's (see [`crate::policy::purge`]).
     /// Held by every purge and decay change this crate makes to the arena.
@@ -63,6 +65,15 @@ pub(crate) struct ArenaState {
     pub(crate) give_backs_at_end: AtomicU64,
     /// The last end's figures could not be trusted: wait for purges at the next start.
     pub(crate) unsure: AtomicBool,
+    /// Its active pages, [`give_backs`](ArenaState::give_backs) and
+    /// [`carves`](ArenaState::carves) when its work last started, after any wait for a
+    /// purge of jemalloc's.
+    pub(crate) active_at_start: AtomicUsize,
+    pub(crate) give_backs_at_start: AtomicU64,
+    pub(crate) carves_at_start: AtomicU64,
+    /// Those figures hold for the work under way (taken at its start, none missing, no
+    /// wait that gave up); cleared at its end.
+    pub(crate) started_sure: AtomicBool,
     /// No work runs in it: its dirty decay is 0.
     pub(crate) idle: AtomicBool,
     /// It stands by: idle until its worker's first large block or first purge.
@@ -79,6 +90,7 @@ impl ArenaState {
             give_backs: AtomicU64::new(0),
             bytes_given_back: AtomicU64::new(0),
             give_backs_failed: AtomicU64::new(0),
+            carves: AtomicU64::new(0),
             purge_lock: Lock::new(()),
             active_pages: AtomicPtr::new(ptr::null_mut()),
             failed_look_ups: AtomicU8::new(0),
@@ -87,6 +99,10 @@ impl ArenaState {
             ended: AtomicBool::new(false),
             active_at_end: AtomicUsize::new(0),
             give_backs_at_end: AtomicU64::new(0),
+            active_at_start: AtomicUsize::new(0),
+            give_backs_at_start: AtomicU64::new(0),
+            carves_at_start: AtomicU64::new(0),
+            started_sure: AtomicBool::new(false),
             unsure: AtomicBool::new(false),
             idle: AtomicBool::new(false),
             standing_by: AtomicBool::new(false),

@@ -10,6 +10,19 @@
 //! into the arena meanwhile (the count moved), or one ran (the hooks were called); only
 //! then does the start wait for it ([`purge::until_a_purge_runs`]).
 //!
+//! The end waits the same way if its own purge called no hook on its thread (nothing
+//! was free, or jemalloc skipped the purge for one of its own under way), unless
+//! nothing the end could give back reached the arena since the start: its count of
+//! active pages, the calls of its hooks that give pages back, and the extents its
+//! hooks made ([`hooks::carved`]) are where the start left them ([`note_start`]).
+//! Pages become free only as the count drops; for it to come back, extents must be
+//! handed out again, and one not cut or mapped by a hook is a free extent taken whole,
+//! which takes free pages away with it. (Only one taken whole from the pages the arena
+//! gave back earlier would slip through: then the pages freed meanwhile wait for the
+//! arena's next purge, and only if one of jemalloc's was under way throughout.) A
+//! scope that allocates from its thread's cache, or frees nothing, ends without a wait.
+//! An arena that stood by (below) noted no start: its end waits as before.
+//!
 //! Arenas that stand by go on giving freed pages back at once (dirty decay 0)
 //! until a thread bound to them allocates a large block, and only then keep freed pages
 //! for reuse (decay -1).
@@ -67,7 +80,37 @@ fn keep_freed_locked(index: u32) -> CtlResult<()> {
         let ran = purge::until_a_purge_runs(index)?;
         last.unsure.store(!ran, Ordering::Relaxed);
     }
+    note_start(index);
     Ok(())
+}
+
+/// Notes arena `index`'s figures as work starts in it (purge lock held, decay -1, any
+/// wait for a purge of jemalloc's done), for [`untouched_since_start`].
+fn note_start(index: u32) {
+    let last = table::arena(index);
+    let active = purge::active_pages(index);
+    last.active_at_start
+        .store(active.unwrap_or(0), Ordering::Relaxed);
+    last.give_backs_at_start
+        .store(hooks::gave_back(index), Ordering::Relaxed);
+    last.carves_at_start
+        .store(hooks::carved(index), Ordering::Relaxed);
+    last.started_sure.store(
+        active.is_some() && !last.unsure.load(Ordering::Relaxed),
+        Ordering::Relaxed,
+    );
+}
+
+/// Whether nothing that the end of the work in arena `index` could give back has
+/// reached it since the start (see the module docs), `active` being its active pages
+/// now; `false` if the start's figures are missing. Takes them: the next work notes its
+/// own. Called by the end, purge lock held.
+fn untouched_since_start(index: u32, active: Option<usize>) -> bool {
+    let last = table::arena(index);
+    last.started_sure.swap(false, Ordering::Relaxed)
+        && active == Some(last.active_at_start.load(Ordering::Relaxed))
+        && hooks::gave_back(index) == last.give_backs_at_start.load(Ordering::Relaxed)
+        && hooks::carved(index) == last.carves_at_start.load(Ordering::Relaxed)
 }
 
 /// Whether anything may have happened in arena `index` since its last work ended: a
@@ -115,10 +158,11 @@ pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
     // `purge::free` sees through.
     last.idle.store(true, Ordering::SeqCst);
     let before = purge::active_pages(index);
+    let untouched = untouched_since_start(index, before);
     let here = hooks::gave_back_here();
     let mut set = purge::counted(index, ctl::arena_set_decay(index, Pages::Dirty, 0));
     let mut gave_up = false;
-    if set.is_ok() && hooks::gave_back_here() == here {
+    if set.is_ok() && hooks::gave_back_here() == here && !untouched {
         // The decay change gave nothing back on this thread: nothing was free, or
         // jemalloc skipped its purge because one of its own was under way, begun
         // inside a free on another thread while the arena waited for work (the free
@@ -146,6 +190,10 @@ pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
 /// arenas (10 s unless configured), so that it behaves as they do.
 pub(crate) fn decay_as_jemalloc(index: u32) -> CtlResult<()> {
     let _locked = purge::lock(index);
+    // jemalloc purges it on its own from now on: no start's figures hold.
+    table::arena(index)
+        .started_sure
+        .store(false, Ordering::Relaxed);
     ctl::arena_set_decay(index, Pages::Dirty, ctl::default_dirty_decay_ms()?)
 }
 
@@ -271,6 +319,7 @@ mod tests {
     use super::*;
     use crate::figures::tally;
     use crate::work::recycler;
+    use std::sync::Mutex;
     use tikv_jemalloc_sys as ffi;
 
     const SCRATCH: usize = 3 << 20;
@@ -299,6 +348,20 @@ mod tests {
     /// then; the end waits for the other purge and purges.
     #[test]
     fn an_end_gives_back_while_a_purge_of_jemallocs_is_under_way() {
+        end_while_a_purge_of_jemallocs_is_under_way(false);
+    }
+
+    /// The same when the work's scratch was allocated before the work started (data
+    /// that a former piece of work left in the arena, freed by this one): the free
+    /// moves the arena's count of active pages, though no hook made an extent.
+    #[test]
+    fn an_end_gives_back_data_from_before_its_start_while_a_purge_is_under_way() {
+        end_while_a_purge_of_jemallocs_is_under_way(true);
+    }
+
+    /// A new arena, whose counter of active pages is found, after a piece of work
+    /// that left a result of 1 MiB in it (returned with the arena's index).
+    fn arena_after_a_result() -> (u32, usize) {
         let index = recycler::create_arena(false).unwrap();
         while purge::active_pages(index).is_none() {
             ctl::refresh_stats().unwrap();
@@ -306,6 +369,32 @@ mod tests {
         keep_freed(index).unwrap();
         let result = block_in(index, 1 << 20);
         return_freed(index).unwrap();
+        (index, result)
+    }
+
+    /// The end of work that freed nothing into its arena makes no wait: the wait's
+    /// marker, freed and purged, would call a hook that gives pages back.
+    #[test]
+    fn an_end_after_nothing_freed_does_not_wait() {
+        let (index, result) = arena_after_a_result();
+        keep_freed(index).unwrap();
+        let calls = hooks::gave_back(index);
+        return_freed(index).unwrap();
+        assert_eq!(
+            hooks::gave_back(index),
+            calls,
+            "the end of work that freed nothing purged"
+        );
+        free(result, 1 << 20);
+    }
+
+    /// See [`an_end_gives_back_while_a_purge_of_jemallocs_is_under_way`]; the scratch
+    /// is allocated before the work starts if `scratch_before_start`.
+    fn end_while_a_purge_of_jemallocs_is_under_way(scratch_before_start: bool) {
+        // One hold at a time.
+        static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let (index, result) = arena_after_a_result();
 
         // The result is freed on another thread, into the idle arena: jemalloc purges
         // it there, and that purge is held in the hook.
@@ -319,6 +408,8 @@ mod tests {
         while !hooks::hold::reached() {
             thread::yield_now();
         }
+        // Allocated now, it is counted in the last end's figures below.
+        let early = scratch_before_start.then(|| block_in(index, SCRATCH));
         // The figures of the last end, as if the free had been counted before them.
         let last = table::arena(index);
         last.active_at_end
@@ -329,7 +420,7 @@ mod tests {
 
         // Work: scratch freed inside, then the end.
         keep_freed(index).unwrap();
-        let scratch = block_in(index, SCRATCH);
+        let scratch = early.unwrap_or_else(|| block_in(index, SCRATCH));
         free(scratch, SCRATCH);
         let before = hooks::bytes_given_back(index);
         return_freed(index).unwrap();

@@ -15,6 +15,7 @@
 //!   hooks, or for an arena with huge pages to [`huge`], which gives pages back so that
 //!   huge pages come back whole; so does `commit`.
 //! - `merge` answers without jemalloc's thread state (see [`merge`]).
+//! - `alloc` and `split` count the extents they make ([`carved`]).
 //!
 //! Nothing here decides when pages go back: that is [`crate::policy::decay`]'s.
 
@@ -50,6 +51,13 @@ pub(crate) fn gave_back_here() -> u64 {
 /// Calls of arena `index`'s hooks that gave pages back, on any thread, so far.
 pub(crate) fn gave_back(index: u32) -> u64 {
     table::get(index).map_or(0, |state| state.give_backs.load(Ordering::Relaxed))
+}
+
+/// Extents arena `index`'s hooks have made so far, on any thread: new mappings and
+/// extents cut in two. An extent jemalloc hands out for an allocation is one of these,
+/// or a free extent of the arena's taken whole.
+pub(crate) fn carved(index: u32) -> u64 {
+    table::get(index).map_or(0, |state| state.carves.load(Ordering::Relaxed))
 }
 
 /// Bytes arena `index`'s hooks have given back so far, on any thread: the ranges of the
@@ -108,6 +116,7 @@ pub(crate) fn table() -> CtlResult<*mut ffi::extent_hooks_t> {
             // `arena_of` relies on it: nothing an arena mapped is ever unmapped.
             ours.dalloc = None;
             ours.merge = Some(merge);
+            ours.split = Some(split);
             ours.commit = Some(commit);
             ours.decommit = Some(decommit);
             ours.purge_lazy = Some(purge_lazy);
@@ -198,7 +207,37 @@ unsafe extern "C" fn alloc(
         *zero = true;
         *commit = huge::mapped(arena, start, size, alignment, *commit);
     }
+    count_carve(arena);
     start as *mut c_void
+}
+
+/// Counts an extent made for arena `arena` (see [`carved`]).
+fn count_carve(arena: c_uint) {
+    if let Some(state) = table::get(arena) {
+        state.carves.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `split`: cuts an extent of size `size` at `addr` in two, as jemalloc's own hook
+/// does, and counts it (see [`carved`]).
+unsafe extern "C" fn split(
+    hooks: *mut ffi::extent_hooks_t,
+    addr: *mut c_void,
+    size: usize,
+    size_a: usize,
+    size_b: usize,
+    committed: bool,
+    arena: c_uint,
+) -> bool {
+    let _in_hook = fork::in_hook();
+    count_carve(arena);
+    match defaults().and_then(|d| d.split) {
+        // SAFETY: jemalloc calls this hook with the arguments of its own, which are
+        // passed on unchanged.
+        Some(own) => unsafe { own(hooks, addr, size, size_a, size_b, committed, arena) },
+        // `true`: refused (jemalloc then takes a whole extent, or maps a new one).
+        None => true,
+    }
 }
 
 /// Counts a call, on this thread and for arena `arena`, of a hook that gives pages back,
