@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -18,29 +17,11 @@ from typing import Any, List
 
 import pytest
 
+from conftest import run_in_session
+
 SCRIPT = Path(__file__).with_name("fork_safety.py")
 FORKS = 100  # tests/fork_safety.py's default is 500
 CHILD_DEADLINE = 20  # seconds a child may take before it counts as hung
-
-
-def run_in_session(command: List[str], timeout: float) -> "subprocess.CompletedProcess[str]":
-    """Run ``command`` in a session of its own; kill the session if it outlives
-    ``timeout`` (children that hold its output open included)."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"{' '.join(command)} hung: no end within {timeout} s\n{stdout}\n{stderr}")
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # whatever it left behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def last_json(result: "subprocess.CompletedProcess[str]") -> Any:
@@ -106,3 +87,4 @@ def test_a_child_forked_inside_a_phase_sees_no_phase_open(how: str) -> None:
     assert not seen, "the child saw its parent's phase open"
     assert inside and reported and not after, "the child's own phase did not open and end"
     assert parent_inside and not parent_after, "the parent's phase changed"
+
