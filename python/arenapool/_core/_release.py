@@ -30,7 +30,13 @@ _arrow_on = True
 _min_bytes = 1 * _MiB
 _watch: Optional[float] = 1.0
 
-_lock = threading.Lock()
+# Held by the one release under way (``release_others``), taken without waiting: a
+# release allocates, so a collection may run in it, and a finalizer of that collection
+# may end a phase and call ``release_others`` again on the same thread; another thread
+# may call it meanwhile too. Either returns at once with nothing (the release under way
+# gives back what there is): no call of ours waits for a lock whose holder runs Python
+# code.
+_releasing = threading.Lock()
 # glibc's in-use and free bytes after its last trim: a trim is worth its call only if
 # at least `_min_bytes` is free and the heaps changed by as much since.
 _glibc_mark: Optional[Tuple[int, int]] = None
@@ -137,9 +143,16 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
     workers') stay held. :func:`arenapool.install` and :func:`use_arrow_jemalloc` make
     Arrow's jemalloc pool the default instead; what mimalloc's pool still holds, the
     watcher asks the main thread to release.
+
+    One release runs at a time: a call made while another is under way (on another
+    thread: the watcher's, another phase's end; or on this one, by a finalizer that a
+    collection inside the release ran) returns at once with nothing, and the release
+    under way gives back what there is.
     """
-    done: List[Release] = []
-    with _lock:
+    if not _releasing.acquire(blocking=False):
+        return []
+    try:
+        done: List[Release] = []
         for holder, on, release in _RELEASES:
             if not on():
                 continue
@@ -147,8 +160,10 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
                 done.extend(release(_any_thread))
             except Exception as error:  # the others are asked all the same
                 _release_failed(holder, error)
-        _recent.extend(done)
-    return done
+        _recent.extend(done)  # one call, atomic: no lock
+        return done
+    finally:
+        _releasing.release()
 
 
 def _release_glibc(_any_thread: bool) -> List[Release]:
@@ -203,8 +218,7 @@ def _release_failed(holder: str, error: Exception) -> None:
 def recent_releases() -> List[Release]:
     """The last 64 releases of other allocators, oldest first: at phases' ends and by
     the watcher."""
-    with _lock:
-        return list(_recent)
+    return list(_recent)  # a copy in one call, atomic: no lock (it allocates)
 
 
 _watcher_pid = 0
@@ -291,8 +305,8 @@ def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
 def _after_fork_in_child() -> None:
     """In a child made by ``fork``: the watcher is not there, and may have held the lock
     or the event's when the parent forked; the child gets its own."""
-    global _lock, _wake, _watcher_pid
-    _lock = threading.Lock()
+    global _releasing, _wake, _watcher_pid
+    _releasing = threading.Lock()
     _wake = threading.Event()
     _watcher_pid = 0
 
