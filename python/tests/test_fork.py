@@ -88,3 +88,49 @@ def test_a_child_forked_inside_a_phase_sees_no_phase_open(how: str) -> None:
     assert inside and reported and not after, "the child's own phase did not open and end"
     assert parent_inside and not parent_after, "the parent's phase changed"
 
+
+def test_a_child_forked_right_after_install_starts_its_idle_return() -> None:
+    # Forked before the parent's first phase or scope: the child, as a fresh process,
+    # starts the thread that gives back what it holds once idle, at its install().
+    code = textwrap.dedent(
+        """
+        import json, os, time, warnings
+        import arenapool
+
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: a fork of a process with threads
+
+        def threads():
+            names = []
+            for task in os.listdir("/proc/self/task"):
+                try:
+                    with open(f"/proc/self/task/{task}/comm") as comm:
+                        names.append(comm.read().strip())
+                except OSError:  # a thread that ended meanwhile
+                    pass
+            return sorted(names)
+
+        def threads_once_idle_named(seconds=20):
+            # A new thread names itself as it begins: wait for the name, not longer.
+            deadline = time.monotonic() + seconds
+            while "arenapool-idle" not in (names := threads()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return names
+
+        arenapool.install(numpy=False)  # numpy's import would open the allocator's first section
+        parent = threads_once_idle_named()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            arenapool.install(numpy=False)
+            os.write(write, json.dumps(threads_once_idle_named()).encode())
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        os.close(write)
+        print(json.dumps([os.waitstatus_to_exitcode(status), parent, json.loads(os.read(read, 10000))]))
+        """
+    )
+    result = run_in_session([sys.executable, "-c", code], timeout=60)
+    status, parent, child = last_json(result)
+    assert status == 0, result.stderr
+    assert "arenapool-idle" in parent, parent
+    assert "arenapool-idle" in child, f"the child started no idle return: its threads are {child}"
