@@ -33,10 +33,11 @@ _watch: Optional[float] = 1.0
 # Held by the one release under way (``release_others``), taken without waiting: a
 # release allocates, so a collection may run in it, and a finalizer of that collection
 # may end a phase and call ``release_others`` again on the same thread; another thread
-# may call it meanwhile too. Either returns at once with nothing (the release under way
-# gives back what there is): no call of ours waits for a lock whose holder runs Python
-# code.
+# may call it meanwhile too. Either returns at once with nothing, and asks the release
+# under way for one more pass (`_asked_again`), for what was freed since it began: no
+# call of ours waits for a lock whose holder runs Python code.
 _releasing = threading.Lock()
+_asked_again = False
 # glibc's in-use and free bytes after its last trim: a trim is worth its call only if
 # at least `_min_bytes` is free and the heaps changed by as much since.
 _glibc_mark: Optional[Tuple[int, int]] = None
@@ -147,19 +148,25 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
     One release runs at a time: a call made while another is under way (on another
     thread: the watcher's, another phase's end; or on this one, by a finalizer that a
     collection inside the release ran) returns at once with nothing, and the release
-    under way gives back what there is.
+    under way asks every holder once more when it is done, for what was freed meanwhile.
     """
+    global _asked_again
     if not _releasing.acquire(blocking=False):
+        _asked_again = True
         return []
     try:
         done: List[Release] = []
-        for holder, on, release in _RELEASES:
-            if not on():
-                continue
-            try:
-                done.extend(release(_any_thread))
-            except Exception as error:  # the others are asked all the same
-                _release_failed(holder, error)
+        for _ in range(2):  # the pass asked for, and one more if asked again meanwhile
+            _asked_again = False
+            for holder, on, release in _RELEASES:
+                if not on():
+                    continue
+                try:
+                    done.extend(release(_any_thread))
+                except Exception as error:  # the others are asked all the same
+                    _release_failed(holder, error)
+            if not _asked_again:
+                break
         _recent.extend(done)  # one call, atomic: no lock
         return done
     finally:
