@@ -80,7 +80,10 @@ def set_release(
             (CPython 3.9), once another arena allocator is set over arenapool's
             (``PyObject_SetArenaAllocator``), once an interpreter other than the main
             one has existed, and once a block another caller took from the arena
-            allocator cannot be told apart from pymalloc's arenas.
+            allocator cannot be told apart from pymalloc's arenas. While
+            ``tracemalloc`` traces (CPython then hides pymalloc's statistics), it
+            waits, and ``off`` says so; it comes back at the first phase after
+            ``tracemalloc.stop()``.
         arrow: ``release_unused()`` on each of Arrow's pools that has freed at least
             ``min_bytes`` since its last release, if pyarrow is already imported (on
             by default; pyarrow is never imported for it); off before
