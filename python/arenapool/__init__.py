@@ -91,7 +91,10 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
     - A hook on CPython's raw allocator, for the whole process: it wraps the allocator
       in place (the system ``malloc``, ``PYTHONMALLOC=debug``'s checks,
       ``tracemalloc``, another library's hook) and passes it every block below the
-      threshold and every block that is not arenapool's.
+      threshold and every block that is not arenapool's. While ``tracemalloc`` traces,
+      the hook goes under it (``tracemalloc`` then traces arenapool's blocks too), so
+      that ``tracemalloc.stop()`` leaves it in place; where ``tracemalloc`` traces under
+      another library's hook, ``install()`` raises :class:`ArenaPoolError` saying so.
     - numpy's memory handler: numpy's default handler is wrapped in place, so every
       thread and context that has not set a handler of its own gets arenapool's
       (worker threads of any pool, the threads that unpickle a pool's results). A
@@ -113,6 +116,11 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
       keeps it.
     - The watcher, which gives back what the program drops while no phase is open,
       every second (see :func:`set_release`).
+
+    The watcher (``arenapool-release``) and the thread of the idle return
+    (``arenapool-idle``) run from then on: on Python 3.12 and later, each ``os.fork()``
+    warns that the process has threads (``DeprecationWarning``), arenapool's included.
+    A child made by ``fork`` starts its own when it installs or opens a phase.
 
     With ``ARENAPOOL=off`` in the environment, ``install()`` does nothing, and says so
     once (:class:`ArenaPoolWarning`): the variable rules arenapool out whatever the

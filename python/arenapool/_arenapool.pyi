@@ -158,8 +158,9 @@ def taking() -> bool:
     """Whether the hooks are taking blocks (installed, and not uninstalled since)."""
 
 def install_raw() -> bool:
-    """Installs the hook on CPython's raw allocator and starts taking blocks; whether it
-    was newly put in the chain."""
+    """Installs the hook on CPython's raw allocator (under tracemalloc if it traces) and
+    starts taking blocks; whether it was newly put in the chain. Raises ArenaPoolError
+    where tracemalloc traces under another hook."""
 
 def uninstall_raw() -> Literal["top", "wrapped", "absent"]:
     """Stops taking blocks, takes the hook out of the chain where that is safe; where

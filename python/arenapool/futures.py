@@ -68,6 +68,7 @@ import os
 import pickle
 import secrets
 import struct
+import sys
 import tempfile
 import threading
 import warnings
@@ -419,15 +420,27 @@ def map(
     work on a result.
 
     The whole map is one :class:`arenapool.phase`: it opens at the first ``next()``
-    and ends when the iterator is exhausted, closed (``close()``, or a ``break`` out of
-    a ``for`` loop over it, once the iterator is dropped), garbage-collected, or when
-    ``fn`` raises. If ``fn`` raises for an input, the results before it are
-    handed to you, then its exception is raised where its result would be; the
-    tasks not started yet are cancelled. When the iterator ends early (an exception,
-    ``close()``, collection), it cancels the tasks not started and waits for those
+    and ends when the iterator is exhausted, closed (``close()``), dropped (after a
+    ``break`` out of a ``for`` loop over it, or by the garbage collector), or when
+    ``fn`` raises. If ``fn`` raises for an input, the results
+    before it are handed to you, then its exception is raised where its result would
+    be; the tasks not started yet are cancelled. When the iterator ends early (an
+    exception, ``close()``), it cancels the tasks not started and waits for those
     already running (at most ``window``), dropping their results, so that no task of
     the map runs after it, then ends the phase. (It does not wait when that happens
     on one of the executor's own threads, where waiting could wait forever.)
+
+    - On a ``ProcessPoolExecutor`` of a CPython that has gh-94440 (every 3.9, 3.10
+      before 3.10.11, 3.11 before 3.11.4), a task cancelled while queued can make the
+      executor's shutdown (the end of its ``with`` block) wait forever. There nothing
+      is cancelled: the tasks submitted, at most ``window``, run to their end and are
+      waited for.
+    - An iterator dropped before its end is finalized wherever the last reference
+      went or the garbage collector ran, which may be inside the executor's own code,
+      holding a lock the executor needs to finish the running tasks. It waits for
+      nothing there: it cancels what it may, and a thread of arenapool's
+      (``arenapool-map-end``) waits for the running tasks, then ends the phase.
+      ``close()`` it to have the phase end before the next line runs.
 
     With ``state``, ``fn`` is called as ``fn(state, x)``, and ``state`` reaches the
     workers without a copy for each, in the way the executor allows:
@@ -482,7 +495,7 @@ def map(
             workers, or sent to the workers once through shared memory.
 
     Returns:
-        An iterator (a generator) of the results, in input order.
+        An iterator of the results, in input order, with a ``close()`` method.
 
     Raises:
         TypeError: ``executor`` has no ``submit``, ``fn`` is not callable, ``inputs``
@@ -504,7 +517,7 @@ def map(
     threads = _runs_in_threads(executor)
     if not threads:
         _warn_if_big(fn)
-    return _ordered_map(executor, fn, inputs, window, state, threads)
+    return _OrderedMap(executor, fn, inputs, window, state, threads)
 
 
 def _check_takes_state(fn: Callable[..., Any]) -> None:
@@ -538,63 +551,163 @@ def _check_takes_state(fn: Callable[..., Any]) -> None:
         )
 
 
-def _stop(executor: Executor, pending: Deque[Future[Any]]) -> None:
-    """Cancel the tasks not started; wait for the running ones (see :func:`map`)."""
-    running = [future for future in pending if not future.cancel()]
-    pending.clear()
-    if running and not _on_executor_thread(executor):
+def _cancel_may_hang(executor: Executor) -> bool:
+    """Whether cancelling a pending task of ``executor`` may make its shutdown wait
+    forever: a ``ProcessPoolExecutor`` of a CPython before the fix of gh-94440 (every
+    3.9, 3.10 before 3.10.11, 3.11 before 3.11.4). There, a task cancelled while
+    still in the executor's queue is dropped by its management thread, which may
+    already have taken the wake-up that ``shutdown`` sent: ``shutdown(wait=True)``
+    (the end of a ``with`` block) then waits for ever."""
+    if not isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+        return False
+    version = sys.version_info[:3]
+    return version < (3, 10, 11) or (3, 11) <= version < (3, 11, 4)
+
+
+def _finish_elsewhere(running: List["Future[Any]"], finish: Callable[[], None]) -> None:
+    """``finish()`` once every future of ``running`` is done, on a thread of
+    arenapool's (``arenapool-map-end``): for a map's iterator collected on a thread
+    that may hold its executor's locks, which the executor needs to finish them. If no
+    thread can start (the interpreter is exiting), ``finish()`` now, without waiting."""
+
+    def wait_then_finish() -> None:
         concurrent.futures.wait(running)
+        finish()
+
+    try:
+        threading.Thread(target=wait_then_finish, name="arenapool-map-end", daemon=True).start()
+    except RuntimeError:
+        finish()
 
 
-def _ordered_map(
-    executor: Executor,
-    fn: Callable[..., R],
-    inputs: Iterator[Any],
-    window: int,
-    state: Any,
-    threads: bool,
-) -> Iterator[R]:
-    """The generator behind :func:`map`."""
-    with _optional.phase_or_none("arenapool.futures.map"):
-        pending: Deque[Future[R]] = collections.deque()
-        shared: Optional[_StateFile] = None
-        inherited: Optional[str] = None
+class _OrderedMap(Iterator[R]):
+    """The iterator :func:`map` returns: the tasks in flight, the map's phase and its
+    state, and how they end (see :func:`map`)."""
+
+    def __init__(
+        self, executor: Executor, fn: Callable[..., R], inputs: Iterator[Any], window: int, state: Any, threads: bool
+    ) -> None:
+        self._executor = executor
+        self._fn = fn
+        self._inputs = inputs
+        self._window = window
+        self._state = state
+        self._threads = threads
+        self._call: Callable[[Any], R] = fn
+        self._pending: Deque[Future[R]] = collections.deque()
+        self._started = False
+        self._ended = False
+        self._busy = False  # a next() or close() is under way (as a generator would say)
+        self._opened: Optional[phase] = None
+        self._shared: Optional[_StateFile] = None
+        self._inherited: Optional[str] = None
+
+    def __iter__(self) -> "_OrderedMap[R]":
+        return self
+
+    def __next__(self) -> R:
+        if self._busy:
+            raise ValueError("arenapool.futures.map: this iterator is already running (on another thread?)")
+        if self._ended:
+            raise StopIteration
+        self._busy = True
         try:
-            if threads:
-                call = fn if state is _UNSET else functools.partial(fn, state)
-            elif state is _UNSET:
-                call = fn
+            if not self._started:
+                self._start()
             else:
-                if _start_method(executor) == "fork":
-                    # In place before the first submit, which forks the workers.
-                    token = secrets.token_hex(_TOKEN_BYTES)
-                    _inherited[token] = state
-                    if _workers_not_started(executor):
-                        inherited = token
-                    else:  # workers forked before this map cannot have it
-                        del _inherited[token]
-                if inherited is not None:
-                    call = functools.partial(_call_with_inherited, fn, inherited)
-                else:
-                    shared = _write_state(state)
-                    call = functools.partial(_call_with_state, fn, shared.path, shared.token)
-            for x in itertools.islice(inputs, window):
-                pending.append(executor.submit(call, x))
-            while pending:
-                # Neither the future nor its result stays referenced here once yielded.
-                yield pending.popleft().result()
                 # The caller asks for the next result: one task takes the place of the last.
-                for x in itertools.islice(inputs, 1):
-                    pending.append(executor.submit(call, x))
+                self._submit(1)
+            if not self._pending:
+                self._end(finalizing=False)
+                raise StopIteration
+            # Neither the future nor its result stays referenced here once returned.
+            return self._pending.popleft().result()
+        except StopIteration:
+            raise
+        except BaseException:
+            self._end(finalizing=False)
+            raise
         finally:
-            _stop(executor, pending)
-            if inherited is not None:
-                del _inherited[inherited]
-            if shared is not None:
-                try:
-                    os.unlink(shared.path)
-                except FileNotFoundError:
-                    pass
+            self._busy = False
+
+    def close(self) -> None:
+        """Ends the map: cancels the tasks not started, waits for the running ones and
+        ends the phase (see :func:`map`). Closing again does nothing."""
+        if not self._started:
+            self._ended = True
+        elif not self._ended:
+            self._end(finalizing=False)
+
+    def __del__(self) -> None:
+        # A finalizer runs wherever the collector or the last reference left: perhaps
+        # inside the executor's submit, holding the lock its management thread needs to
+        # finish the running tasks. It never waits for them there.
+        if self._started and not self._ended:
+            self._end(finalizing=True)
+
+    def _start(self) -> None:
+        """Opens the phase, puts the state where the workers find it, submits the first
+        ``window`` tasks."""
+        self._started = True
+        self._opened = _optional.open_phase("arenapool.futures.map")
+        executor, fn, state = self._executor, self._fn, self._state
+        if self._threads:
+            self._call = fn if state is _UNSET else functools.partial(fn, state)
+        elif state is not _UNSET:
+            if _start_method(executor) == "fork" and _workers_not_started(executor):
+                # In place before the first submit, which forks the workers.
+                token = secrets.token_hex(_TOKEN_BYTES)
+                _inherited[token] = state
+                self._inherited = token
+                self._call = functools.partial(_call_with_inherited, fn, token)
+            else:  # workers forked before this map cannot inherit it
+                self._shared = _write_state(state)
+                self._call = functools.partial(_call_with_state, fn, self._shared.path, self._shared.token)
+        self._state = _UNSET  # the workers have it (or the call does): not kept twice here
+        self._submit(self._window)
+
+    def _submit(self, count: int) -> None:
+        for x in itertools.islice(self._inputs, count):
+            self._pending.append(self._executor.submit(self._call, x))
+
+    def _end(self, *, finalizing: bool) -> None:
+        """Stops the tasks not handed out, then ends the phase and removes the state.
+
+        The tasks not started are cancelled, unless cancelling may hang the executor's
+        shutdown (:func:`_cancel_may_hang`): then they run, and are waited for like the
+        running ones, at most ``window`` of them. The wait is on this thread, unless
+        it is one of the executor's own (no wait) or ``finalizing`` (on a thread of
+        arenapool's, which then ends the phase).
+        """
+        self._ended = True
+        executor, pending = self._executor, self._pending
+        if _cancel_may_hang(executor):
+            running = list(pending)
+        else:
+            running = [future for future in pending if not future.cancel()]
+        pending.clear()
+        running = [future for future in running if not future.done()]
+        if running and finalizing:
+            _finish_elsewhere(running, functools.partial(self._finish, log=True))
+            return
+        if running and not _on_executor_thread(executor):
+            concurrent.futures.wait(running)
+        self._finish(log=False)
+
+    def _finish(self, *, log: bool) -> None:
+        """The map's state removed, its phase ended (``log``: on a thread of arenapool's,
+        where a failure is logged, not warned)."""
+        if self._inherited is not None:
+            _inherited.pop(self._inherited, None)
+            self._inherited = None
+        if self._shared is not None:
+            try:
+                os.unlink(self._shared.path)
+            except FileNotFoundError:
+                pass
+            self._shared = None
+        opened, self._opened = self._opened, None
+        _optional.end_phase(opened, log=log)
 
 
 # --------------------------------------------------------------------------------------

@@ -3,6 +3,12 @@
 //! the allocator that was there before (the system `malloc`, `PYTHONMALLOC=debug`'s
 //! checks, `tracemalloc`, another hook).
 //!
+//! Over a tracing `tracemalloc`, the hook goes under it, into the allocator it wraps:
+//! `tracemalloc.stop()` puts that allocator back as the domain's, so the hook stays in
+//! the chain, now on top, with its blocks alive (on top, it would be taken out with
+//! `tracemalloc`, and its blocks freed by the system `free`). `tracemalloc` started
+//! later wraps the hook as any hook, and puts it back when it stops.
+//!
 //! CPython's object and memory domains (pymalloc) ask the raw domain for every block
 //! above 512 bytes, so the hook sees the large blocks of `bytes`, `bytearray`, lists,
 //! pickle's buffers and arrays made through `PyMem_*`, on any thread, with or without
@@ -10,19 +16,22 @@
 
 use std::ffi::{c_int, c_void};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use pyo3::prelude::*;
 
+use crate::errors::ArenaPoolError;
 use crate::route;
 use crate::wrapped::{Allocator, RawFree};
 
 /// CPython's `PyMemAllocatorEx` (`Include/cpython/pymem.h`), unchanged since 3.5.
 type PyMemAllocatorEx = Allocator<RawFree>;
 
-/// `PYMEM_DOMAIN_RAW`.
+/// `PYMEM_DOMAIN_RAW`, `PYMEM_DOMAIN_MEM`, `PYMEM_DOMAIN_OBJ`.
 const DOMAIN_RAW: c_int = 0;
+const DOMAIN_MEM: c_int = 1;
+const DOMAIN_OBJ: c_int = 2;
 
 // CPython's allocator API: not part of the limited API, but exported by every CPython
 // from 3.5 on, with this signature.
@@ -89,8 +98,8 @@ unsafe extern "C" fn hook_free(_ctx: *mut c_void, block: *mut c_void) {
     unsafe { previous().free(block, 0) }
 }
 
-/// The domain's allocator now.
-fn current() -> PyMemAllocatorEx {
+/// `domain`'s allocator now.
+fn current_of(domain: c_int) -> PyMemAllocatorEx {
     let mut now = PyMemAllocatorEx {
         ctx: ptr::null_mut(),
         malloc: None,
@@ -99,8 +108,13 @@ fn current() -> PyMemAllocatorEx {
         free: None,
     };
     // SAFETY: a valid struct to fill; the caller holds the interpreter's lock.
-    unsafe { PyMem_GetAllocator(DOMAIN_RAW, &mut now) };
+    unsafe { PyMem_GetAllocator(domain, &mut now) };
     now
+}
+
+/// The raw domain's allocator now.
+fn current() -> PyMemAllocatorEx {
+    current_of(DOMAIN_RAW)
 }
 
 /// The hook as installed. The domain's table is compared with this copy, not with the
@@ -144,19 +158,85 @@ fn where_is_hook() -> &'static str {
 /// Whether the hook is in the domain's chain (at the top or under later hooks).
 static IN_CHAIN: AtomicBool = AtomicBool::new(false);
 
-/// Installs the hook (if it is not in the chain already) and starts taking blocks.
-/// Returns whether the hook was newly put in the chain.
-#[pyfunction]
-pub(crate) fn install_raw(_py: Python<'_>) -> bool {
-    route::start();
-    // The idle return's thread starts outside the allocator, so here: from then on the
-    // hooks' large blocks tell it the process works, and it gives back what a process
-    // that went idle holds (a worker between jobs, a kernel between cells).
-    let _ = arenapool_alloc::idle_return();
-    if IN_CHAIN.load(Ordering::Relaxed) {
-        return false;
+/// Where the hook goes in the chain.
+enum Place {
+    /// On top: the domain's allocator.
+    Top,
+    /// Under `tracemalloc`, in the allocator it wraps and puts back when it stops
+    /// (`tracemalloc.stop()`, or at exit under `-X tracemalloc`): on top of the chain, the
+    /// hook would be taken out with it while its blocks live.
+    UnderTracemalloc(*mut PyMemAllocatorEx),
+}
+
+/// Where the hook must go: on top, unless `tracemalloc` traces.
+///
+/// `tracemalloc` keeps the three allocators it wraps side by side (`mem`, `raw`, `obj`,
+/// in CPython 3.9 to 3.15 alike), and gives each domain's allocator the address of the
+/// one it wraps as its context: the raw domain's context is then the address of the
+/// raw allocator `tracemalloc` wraps and puts back. That layout is checked before the
+/// address is used: the three domains' contexts one allocator apart, in that order, and
+/// the memory and object domains sharing their functions (`tracemalloc` has one set for
+/// both, another for the raw domain). Where `tracemalloc` traces under another hook, the
+/// check fails and the hook is not installed: `tracemalloc.stop()` would take it out.
+fn place(py: Python<'_>) -> PyResult<Place> {
+    let tracing = py
+        .import("_tracemalloc")?
+        .call_method0("is_tracing")?
+        .extract::<bool>()?;
+    if !tracing {
+        return Ok(Place::Top);
     }
-    let prev = current();
+    let (mem, raw, obj) = (current_of(DOMAIN_MEM), current(), current_of(DOMAIN_OBJ));
+    let size = std::mem::size_of::<PyMemAllocatorEx>();
+    let address = |allocator: &PyMemAllocatorEx| allocator.ctx as usize;
+    let function = |allocator: &PyMemAllocatorEx| allocator.malloc.map(|f| f as usize);
+    let laid_out = !raw.ctx.is_null()
+        && address(&raw) % std::mem::align_of::<PyMemAllocatorEx>() == 0
+        && address(&mem).checked_add(size) == Some(address(&raw))
+        && address(&raw).checked_add(size) == Some(address(&obj))
+        && function(&mem).is_some()
+        && function(&mem) == function(&obj)
+        && mem.free.map(|f| f as usize) == obj.free.map(|f| f as usize)
+        && function(&raw).is_some()
+        && function(&raw) != function(&mem);
+    if !laid_out {
+        return Err(ArenaPoolError::new_err(
+            "tracemalloc traces, and the raw allocator's chain is not tracemalloc's alone              (another hook was set over it): arenapool's hook cannot go where              tracemalloc.stop() would leave it in place, so it is not installed. Install              arenapool before tracemalloc.start() or that hook, or after tracemalloc.stop()",
+        ));
+    }
+    let wrapped = raw.ctx.cast::<PyMemAllocatorEx>();
+    // SAFETY: tracemalloc's allocator that the raw domain's context points to, checked
+    // above to be laid out as tracemalloc's; read under the interpreter's lock, under
+    // which tracemalloc changes it.
+    let inner = unsafe { ptr::read_volatile(wrapped) };
+    if inner.malloc.is_none() || inner.free.is_none() {
+        return Err(ArenaPoolError::new_err(
+            "tracemalloc traces, and the allocator it wraps has no functions: arenapool's              hook is not installed; install it after tracemalloc.stop()",
+        ));
+    }
+    Ok(Place::UnderTracemalloc(wrapped))
+}
+
+/// Installs the hook (if it is not in the chain already) and starts taking blocks.
+/// Returns whether the hook was newly put in the chain. Over a tracing `tracemalloc`
+/// the hook goes under it (see [`place`]); `ArenaPoolError` if it cannot go there.
+#[pyfunction]
+pub(crate) fn install_raw(py: Python<'_>) -> PyResult<bool> {
+    if IN_CHAIN.load(Ordering::Relaxed) {
+        start_taking();
+        return Ok(false);
+    }
+    let place = place(py)?;
+    let target = match place {
+        Place::Top => ptr::null_mut(),
+        Place::UnderTracemalloc(wrapped) => wrapped,
+    };
+    let prev = if target.is_null() {
+        current()
+    } else {
+        // SAFETY: tracemalloc's wrapped allocator, as `place` checked it.
+        unsafe { ptr::read_volatile(target) }
+    };
     PREVIOUS.store(Box::into_raw(Box::new(prev)), Ordering::Release);
     // The hook ignores its context; it is given the previous allocator's, so that a
     // thread that reads the domain's table while it is being written, and sees the
@@ -169,11 +249,37 @@ pub(crate) fn install_raw(_py: Python<'_>) -> bool {
         realloc: Some(functions.realloc),
         free: Some(functions.free),
     };
-    // SAFETY: a valid allocator whose functions wrap the previous one; the caller holds
-    // the interpreter's lock.
-    unsafe { PyMem_SetAllocator(DOMAIN_RAW, &mut hook) };
+    if target.is_null() {
+        // SAFETY: a valid allocator whose functions wrap the previous one; the caller
+        // holds the interpreter's lock.
+        unsafe { PyMem_SetAllocator(DOMAIN_RAW, &mut hook) };
+    } else {
+        // SAFETY: tracemalloc's wrapped allocator (see `place`), written under the
+        // interpreter's lock as tracemalloc writes it. Its context stays; the functions
+        // are written one by one, `free` first and `malloc` last, so that a thread
+        // calling through it meanwhile (a free needs no lock) frees each block of the
+        // hook's with the hook's `free`, which passes the others on.
+        unsafe {
+            ptr::write_volatile(ptr::addr_of_mut!((*target).free), hook.free);
+            fence(Ordering::SeqCst);
+            ptr::write_volatile(ptr::addr_of_mut!((*target).realloc), hook.realloc);
+            ptr::write_volatile(ptr::addr_of_mut!((*target).calloc), hook.calloc);
+            fence(Ordering::SeqCst);
+            ptr::write_volatile(ptr::addr_of_mut!((*target).malloc), hook.malloc);
+        }
+    }
     IN_CHAIN.store(true, Ordering::Relaxed);
-    true
+    start_taking();
+    Ok(true)
+}
+
+/// Starts taking blocks, once the hook is in the chain.
+fn start_taking() {
+    route::start();
+    // The idle return's thread starts outside the allocator, so here: from then on the
+    // hooks' large blocks tell it the process works, and it gives back what a process
+    // that went idle holds (a worker between jobs, a kernel between cells).
+    let _ = arenapool_alloc::idle_return();
 }
 
 /// Stops taking blocks, and takes the hook out of the chain if that can be done

@@ -11,27 +11,44 @@ import functools
 import importlib.metadata
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
 MiB = 1 << 20
 
 
+def run_in_session(command: List[str], timeout: float, env: Optional[Dict[str, str]] = None) -> "subprocess.CompletedProcess[str]":
+    """Run ``command`` in a session of its own; past ``timeout`` seconds, kill the
+    session (every process it made: a pool's workers, a forked child, which would
+    otherwise wait for ever and hold its output open) and fail the test, saying it hung."""
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{' '.join(command)} hung: no end within {timeout:g} s\n{stdout}\n{stderr}")
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # whatever it left behind
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
 def run_fresh(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 600) -> Any:
-    """Runs ``code`` in a fresh interpreter; returns the JSON of its last line of output."""
+    """Runs ``code`` in a fresh interpreter (see :func:`run_in_session`: a program that
+    hangs fails its test past ``timeout``); returns the JSON of its last line of output."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    out = run_in_session([sys.executable, "-c", textwrap.dedent(code)], timeout, full_env)
     if out.returncode != 0:
         pytest.fail(f"the program failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])

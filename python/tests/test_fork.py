@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -18,29 +17,11 @@ from typing import Any, List
 
 import pytest
 
+from conftest import run_in_session
+
 SCRIPT = Path(__file__).with_name("fork_safety.py")
 FORKS = 100  # tests/fork_safety.py's default is 500
 CHILD_DEADLINE = 20  # seconds a child may take before it counts as hung
-
-
-def run_in_session(command: List[str], timeout: float) -> "subprocess.CompletedProcess[str]":
-    """Run ``command`` in a session of its own; kill the session if it outlives
-    ``timeout`` (children that hold its output open included)."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"{' '.join(command)} hung: no end within {timeout} s\n{stdout}\n{stderr}")
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # whatever it left behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def last_json(result: "subprocess.CompletedProcess[str]") -> Any:
@@ -106,3 +87,50 @@ def test_a_child_forked_inside_a_phase_sees_no_phase_open(how: str) -> None:
     assert not seen, "the child saw its parent's phase open"
     assert inside and reported and not after, "the child's own phase did not open and end"
     assert parent_inside and not parent_after, "the parent's phase changed"
+
+
+def test_a_child_forked_right_after_install_starts_its_idle_return() -> None:
+    # Forked before the parent's first phase or scope: the child, as a fresh process,
+    # starts the thread that gives back what it holds once idle, at its install().
+    code = textwrap.dedent(
+        """
+        import json, os, time, warnings
+        import arenapool
+
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: a fork of a process with threads
+
+        def threads():
+            names = []
+            for task in os.listdir("/proc/self/task"):
+                try:
+                    with open(f"/proc/self/task/{task}/comm") as comm:
+                        names.append(comm.read().strip())
+                except OSError:  # a thread that ended meanwhile
+                    pass
+            return sorted(names)
+
+        def threads_once_idle_named(seconds=20):
+            # A new thread names itself as it begins: wait for the name, not longer.
+            deadline = time.monotonic() + seconds
+            while "arenapool-idle" not in (names := threads()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return names
+
+        arenapool.install(numpy=False)  # numpy's import would open the allocator's first section
+        parent = threads_once_idle_named()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            arenapool.install(numpy=False)
+            os.write(write, json.dumps(threads_once_idle_named()).encode())
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        os.close(write)
+        print(json.dumps([os.waitstatus_to_exitcode(status), parent, json.loads(os.read(read, 10000))]))
+        """
+    )
+    result = run_in_session([sys.executable, "-c", code], timeout=60)
+    status, parent, child = last_json(result)
+    assert status == 0, result.stderr
+    assert "arenapool-idle" in parent, parent
+    assert "arenapool-idle" in child, f"the child started no idle return: its threads are {child}"

@@ -206,17 +206,71 @@ def test_installed_over_tracemalloc():
     run_fresh(
         """
         import json, tracemalloc, numpy as np, arenapool
+        from arenapool import _arenapool
         tracemalloc.start()
-        arenapool.install()                   # wraps tracemalloc's hook
+        arenapool.install()                   # goes under tracemalloc
+        assert _arenapool.raw_state() == "wrapped"
         with arenapool.phase():
             blocks = [np.ones(50_000) for _ in range(100)] + [bytearray(10_000)]
+            raw = [bytes(1 << 20) for _ in range(4)]
         small, peak = tracemalloc.get_traced_memory()
-        del blocks
+        assert peak >= 4 << 20                # tracemalloc traces arenapool's blocks too
+        del blocks, raw
+        assert arenapool.uninstall() is False # cannot leave from under tracemalloc
+        tracemalloc.stop()                    # puts arenapool's hook on top
+        assert _arenapool.raw_state() == "top"
         assert arenapool.uninstall() is True
-        tracemalloc.stop()
         print(json.dumps(peak))
         """
     )
+
+
+# tracemalloc started and stopped around install() in every order, with arenapool's
+# blocks alive across each change; every block is freed by the allocator that made it
+# (a block of arenapool's freed by the system's free() aborts the process).
+TRACEMALLOC_ORDERS = {
+    "start, install, stop": ["start", "install", "alloc", "stop", "free"],
+    "start, install, stop, start, stop": ["start", "install", "alloc", "stop", "start", "alloc", "stop", "free"],
+    "install, start, stop": ["install", "start", "alloc", "stop", "free"],
+    "install, start, uninstall, stop, install": ["install", "start", "alloc", "uninstall", "stop", "install", "alloc", "free"],
+    "start, install, exit": ["start", "install", "alloc"],  # -X tracemalloc: stopped at exit
+}
+
+
+@pytest.mark.parametrize("order", TRACEMALLOC_ORDERS)
+def test_tracemalloc_started_and_stopped_in_any_order(order):
+    steps = TRACEMALLOC_ORDERS[order]
+    states = run_fresh(
+        f"""
+        import ctypes, json, tracemalloc, arenapool
+        from arenapool import _arenapool
+        blocks, states = [], []
+        def arenapools(block):
+            return _arenapool.owns(ctypes.addressof((ctypes.c_char * 1).from_buffer(block)))
+        for step in {steps!r}:
+            if step == "start":
+                tracemalloc.start()
+            elif step == "stop":
+                tracemalloc.stop()
+            elif step == "install":
+                arenapool.install()
+            elif step == "uninstall":
+                arenapool.uninstall()
+            elif step == "alloc":
+                with arenapool.phase():
+                    blocks += [bytearray(1 << 20) for _ in range(8)]
+                assert all(arenapools(block) for block in blocks)
+            elif step == "free":
+                blocks.clear()
+            states.append(_arenapool.raw_state())
+        print(json.dumps(states))
+        """
+    )
+    assert len(states) == len(steps)
+    # Where it is said to be: under tracemalloc while it traces, on top once it stopped.
+    for step, state in zip(steps, states):
+        if step == "stop":
+            assert state == "top", (steps, states)
 
 
 @pytest.mark.parametrize("mode", ["debug", "malloc", "pymalloc_debug"])

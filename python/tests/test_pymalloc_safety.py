@@ -149,6 +149,44 @@ def test_another_arena_allocator_set_over_arenapools_stops_the_give_back(give_ba
     assert not gave_back(figures), figures
 
 
+# tracemalloc wraps the object allocator while it traces, and CPython prints pymalloc's
+# statistics only while pymalloc is the object allocator itself: the give-back cannot
+# look then, and must not stop for good. Each program's measured phase opens after
+# tracemalloc stopped.
+TRACEMALLOC_SESSIONS = {
+    # A phase's end while tracemalloc traced, after install().
+    "after install": dict(
+        setup="import tracemalloc\ntracemalloc.start()\nwith arenapool.phase():\n    pass\n"
+        "_arenapool.give_back_pymalloc_pools()\ntracemalloc.stop()"
+    ),
+    # install() while tracemalloc traced (-X tracemalloc, a test runner's).
+    "around install": dict(before="import tracemalloc\ntracemalloc.start()", setup="tracemalloc.stop()"),
+}
+
+
+@pytest.mark.parametrize("session", TRACEMALLOC_SESSIONS)
+def test_the_give_back_comes_back_once_tracemalloc_stops(give_back_works, session):
+    figures = run(**TRACEMALLOC_SESSIONS[session])
+    assert figures["off"] is None, figures
+    assert gave_back(figures), figures
+
+
+def test_while_tracemalloc_traces_the_give_back_says_so():
+    code = ARENA_ALLOCATOR + """
+import tracemalloc
+arenapool.install()
+tracemalloc.start()
+with arenapool.phase():
+    pass
+_arenapool.give_back_pymalloc_pools()
+print(json.dumps(_arenapool.pymalloc_pools_off()))
+"""
+    off = run_fresh(code)
+    if off is not None and "a page each" in off:
+        pytest.skip("pools are a page each only before 3.10")
+    assert "tracemalloc traces" in off, off
+
+
 def subinterpreters():
     for name in ("_interpreters", "_xxsubinterpreters"):
         try:

@@ -236,3 +236,37 @@ print(json.dumps([before.free, before.given_back, after.free, after.given_back])
     free_before, given_before, free_after, given_after = run_fresh(code.format(setting=""))
     assert given_after - given_before >= 48 * MiB, (given_before, given_after)
     assert free_after <= free_before - (given_after - given_before) + 4 * MiB
+
+
+def test_a_collection_inside_a_release_that_ends_a_phase_returns():
+    # A phase left open by an object that only the cyclic collector finds (an abandoned
+    # map's); a collection runs inside release_others (forced there: it allocates, so
+    # one may run), ends that phase, and the phase's end calls release_others again,
+    # on the same thread. Later phases end as usual.
+    ended = run_fresh(
+        """
+        import gc, json, arenapool
+        from arenapool._core import _release
+
+        class Abandoned:
+            def __init__(self):
+                self.phase = arenapool.phase().__enter__()
+                self.cycle = self
+            def __del__(self):
+                self.phase.__exit__(None, None, None)
+
+        def collect(any_thread):
+            gc.collect()
+            return []
+
+        _release._RELEASES.insert(0, ("collection", lambda: True, collect))
+        Abandoned()
+        arenapool.release_others()
+        assert not arenapool.phase_is_open()
+        with arenapool.phase() as later:
+            pass
+        print(json.dumps(later.report is not None))
+        """,
+        timeout=60,
+    )
+    assert ended

@@ -383,7 +383,12 @@ static ON_CHILD: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
 /// (idempotent: a function is noted once). `f` must allocate nothing and must not wait
 /// for any thread: it runs inside `fork`, on the only thread of the child. It may take
 /// a [`Lock`] with [`Lock::try_lock`].
+///
+/// Registers the handlers if no section has yet: a child forked before the process's
+/// first section (right after the idle return's thread started, say) must run `f` too.
+/// So, as a section, never called inside the allocator (registering allocates).
 pub(crate) fn on_child(f: fn()) {
+    ensure_handlers();
     let address = f as usize;
     for slot in &ON_CHILD {
         match slot.compare_exchange(0, address, Ordering::AcqRel, Ordering::Acquire) {

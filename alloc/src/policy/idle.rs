@@ -148,13 +148,15 @@ fn delay() -> Option<Duration> {
 /// of which allocate).
 #[cold]
 fn make_default() {
+    // First, with the `fork` handlers: a child forked at any moment from here on, the
+    // setting half made or the thread running, starts again as a fresh process does.
+    fork::on_child(after_fork_in_child);
     if NOTICE
         .compare_exchange(UNSET, NOTHING, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
         return;
     }
-    fork::on_child(after_fork_in_child);
     if CHOSEN.load(Ordering::Relaxed) == UNCHOSEN {
         // A call of `set_idle_return` meanwhile wins.
         let _ = CHOSEN.compare_exchange(

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import threading
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, Optional, TypeVar
 
-from ._warnings import warn_once
+from ._warnings import first_time, warn_once
 
 if TYPE_CHECKING:  # imported where it is used: the package imports this module
     from .. import phase
@@ -28,18 +26,7 @@ logger = logging.getLogger("arenapool")
 """arenapool's logger: a holder whose release fails, a phase whose end fails on a
 thread of arenapool's own; once each, at ``WARNING``."""
 
-_logged: set[str] = set()
-# Held only to look a key up and add it; a child made by fork gets a new one, since a
-# thread of the parent's may have held it at the fork.
-_logged_lock = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    global _logged_lock
-    _logged_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+_logged: Dict[str, object] = {}
 
 T = TypeVar("T")
 
@@ -60,10 +47,8 @@ def log_once(key: str, message: str, error: BaseException) -> None:
     """Logs ``message`` and ``error``'s traceback on the logger ``arenapool``, the first
     time ``key`` is seen in this process; later failures of the same ``key`` are not
     logged (a holder that always fails would fill the log every second)."""
-    with _logged_lock:
-        if key in _logged:
-            return
-        _logged.add(key)
+    if not first_time(_logged, key):
+        return
     logger.warning("%s: %s: %s", message, type(error).__name__, error, exc_info=error)
 
 

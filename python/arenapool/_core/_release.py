@@ -30,7 +30,14 @@ _arrow_on = True
 _min_bytes = 1 * _MiB
 _watch: Optional[float] = 1.0
 
-_lock = threading.Lock()
+# Held by the one release under way (``release_others``), taken without waiting: a
+# release allocates, so a collection may run in it, and a finalizer of that collection
+# may end a phase and call ``release_others`` again on the same thread; another thread
+# may call it meanwhile too. Either returns at once with nothing, and asks the release
+# under way for one more pass (`_asked_again`), for what was freed since it began: no
+# call of ours waits for a lock whose holder runs Python code.
+_releasing = threading.Lock()
+_asked_again = False
 # glibc's in-use and free bytes after its last trim: a trim is worth its call only if
 # at least `_min_bytes` is free and the heaps changed by as much since.
 _glibc_mark: Optional[Tuple[int, int]] = None
@@ -73,7 +80,10 @@ def set_release(
             (CPython 3.9), once another arena allocator is set over arenapool's
             (``PyObject_SetArenaAllocator``), once an interpreter other than the main
             one has existed, and once a block another caller took from the arena
-            allocator cannot be told apart from pymalloc's arenas.
+            allocator cannot be told apart from pymalloc's arenas. While
+            ``tracemalloc`` traces (CPython then hides pymalloc's statistics), it
+            waits, and ``off`` says so; it comes back at the first phase after
+            ``tracemalloc.stop()``.
         arrow: ``release_unused()`` on each of Arrow's pools that has freed at least
             ``min_bytes`` since its last release, if pyarrow is already imported (on
             by default; pyarrow is never imported for it); off before
@@ -137,6 +147,11 @@ def release_others() -> List[Release]:
     workers') stay held. :func:`arenapool.install` and :func:`use_arrow_jemalloc` make
     Arrow's jemalloc pool the default instead; what mimalloc's pool still holds, the
     watcher asks the main thread to release.
+
+    One release runs at a time: a call made while another is under way (on another
+    thread: the watcher's, another phase's end; or on this one, by a finalizer that a
+    collection inside the release ran) returns at once with nothing, and the release
+    under way asks every holder once more when it is done, for what was freed meanwhile.
     """
     return release_others_from(any_thread=False)
 
@@ -144,17 +159,27 @@ def release_others() -> List[Release]:
 def release_others_from(*, any_thread: bool) -> List[Release]:
     """:func:`release_others`; with ``any_thread``, from a thread that made none of Arrow's
     buffers (the watcher, a Dask worker's event loop): see :func:`_holders.release_arrow`."""
-    done: List[Release] = []
-    with _lock:
-        for holder, on, release in _RELEASES:
-            if not on():
-                continue
-            try:
-                done.extend(release(any_thread))
-            except Exception as error:  # the others are asked all the same
-                _release_failed(holder, error)
-        _recent.extend(done)
-    return done
+    global _asked_again
+    if not _releasing.acquire(blocking=False):
+        _asked_again = True
+        return []
+    try:
+        done: List[Release] = []
+        for _ in range(2):  # the pass asked for, and one more if asked again meanwhile
+            _asked_again = False
+            for holder, on, release in _RELEASES:
+                if not on():
+                    continue
+                try:
+                    done.extend(release(any_thread))
+                except Exception as error:  # the others are asked all the same
+                    _release_failed(holder, error)
+            if not _asked_again:
+                break
+        _recent.extend(done)  # one call, atomic: no lock
+        return done
+    finally:
+        _releasing.release()
 
 
 def _release_glibc(_any_thread: bool) -> List[Release]:
@@ -209,8 +234,7 @@ def _release_failed(holder: str, error: Exception) -> None:
 def recent_releases() -> List[Release]:
     """The last 64 releases of other allocators, oldest first: at phases' ends and by
     the watcher."""
-    with _lock:
-        return list(_recent)
+    return list(_recent)  # a copy in one call, atomic: no lock (it allocates)
 
 
 _watcher_pid = 0
@@ -297,8 +321,8 @@ def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
 def _after_fork_in_child() -> None:
     """In a child made by ``fork``: the watcher is not there, and may have held the lock
     or the event's when the parent forked; the child gets its own."""
-    global _lock, _wake, _watcher_pid
-    _lock = threading.Lock()
+    global _releasing, _wake, _watcher_pid
+    _releasing = threading.Lock()
     _wake = threading.Event()
     _watcher_pid = 0
 

@@ -11,11 +11,10 @@ with ``"ignore"``.
 
 from __future__ import annotations
 
-import os
-import threading
 import warnings
+from typing import Dict
 
-__all__ = ["ArenaPoolWarning", "warn_once"]
+__all__ = ["ArenaPoolWarning", "first_time", "warn_once"]
 
 
 class ArenaPoolWarning(UserWarning):
@@ -25,8 +24,16 @@ class ArenaPoolWarning(UserWarning):
     """
 
 
-_said: set[str] = set()
-_said_lock = threading.Lock()
+def first_time(seen: Dict[str, object], key: str) -> bool:
+    """Whether ``key`` is new to ``seen``, which holds it from now on. One call of
+    ``dict.setdefault``, atomic in the interpreter: no lock, since a lock held while the
+    key is added (which allocates) could be wanted again, on the same thread, by a
+    finalizer that a collection there runs."""
+    mine = object()
+    return seen.setdefault(key, mine) is mine
+
+
+_said: Dict[str, object] = {}
 
 
 def warn_once(key: str, message: str, *, stacklevel: int = 3) -> None:
@@ -35,18 +42,6 @@ def warn_once(key: str, message: str, *, stacklevel: int = 3) -> None:
     ``stacklevel`` counts from the caller of ``warn_once`` (the default names the
     caller's caller: the user's code that called into arenapool).
     """
-    with _said_lock:
-        if key in _said:
-            return
-        _said.add(key)
+    if not first_time(_said, key):
+        return
     warnings.warn(message, ArenaPoolWarning, stacklevel=stacklevel)
-
-
-def _after_fork_in_child() -> None:
-    """A child made by ``fork`` while another thread held the lock would wait for it
-    for ever: it gets its own."""
-    global _said_lock
-    _said_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)

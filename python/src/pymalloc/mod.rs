@@ -22,10 +22,13 @@
 //! The sizes of arenas, pools and blocks are read from the running interpreter, so any
 //! CPython whose pools are larger than a page and whose headers are laid out as above
 //! is supported (3.10 to 3.15 today; 3.9's pools are a page). The give-back is off for
-//! the process, with its reason in [`pymalloc_pools_off`], where pymalloc is not the
-//! object allocator, when the arena allocator in force is no longer the wrapper, and
-//! once an interpreter other than the main one has existed (it may have a pymalloc of
-//! its own, used under a lock of its own).
+//! the process, with its reason in [`pymalloc_pools_off`], when the arena allocator in
+//! force is no longer the wrapper, and once an interpreter other than the main one has
+//! existed (it may have a pymalloc of its own, used under a lock of its own). It waits,
+//! looking again at each look, while pymalloc's statistics cannot be read: while
+//! `tracemalloc` traces (it wraps the object allocator, and CPython prints statistics
+//! only while pymalloc is the object allocator itself), under another hook of the
+//! object allocator, and where pymalloc is not the object allocator at all.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -51,7 +54,14 @@ const NOT_THE_WRAPPER: u8 = 6;
 const UNPROVEN: u8 = 7;
 const UNACCOUNTED: u8 = 8;
 const NO_WRAPPER: u8 = 9;
-const NO_STATS: u8 = 10;
+const TRACING: u8 = 10;
+const HIDDEN: u8 = 11;
+
+/// Whether the give-back only waits under `code`, which each look checks again:
+/// pymalloc's statistics could not be read at the last look, which a later one may.
+fn waits(code: u8) -> bool {
+    matches!(code, NOT_PYMALLOC | TRACING | HIDDEN)
+}
 
 /// What each code says, for `breakdown()` and `set_release`'s docs.
 fn reason(code: u8) -> Option<&'static str> {
@@ -59,8 +69,8 @@ fn reason(code: u8) -> Option<&'static str> {
         ON => return None,
         NOT_INSTALLED => "arenapool.install() has not been called",
         NOT_PYMALLOC => {
-            "pymalloc is not the object allocator (PYTHONMALLOC=malloc or mimalloc, or a \
-             build without pymalloc)"
+            "pymalloc is not the object allocator (PYTHONMALLOC=malloc or mimalloc, a \
+             build without pymalloc, or another allocator set over it)"
         }
         POOL_OF_ONE_PAGE => {
             "pymalloc's pools are a page each in this interpreter (CPython 3.9): a free \
@@ -84,7 +94,14 @@ fn reason(code: u8) -> Option<&'static str> {
              the checks of its headers"
         }
         NO_WRAPPER => "the arena allocator could not be wrapped",
-        NO_STATS => "pymalloc's statistics could no longer be read",
+        TRACING => {
+            "tracemalloc traces: pymalloc's statistics cannot be read while it wraps the \
+             object allocator (free pools are given back again once it stops)"
+        }
+        HIDDEN => {
+            "another allocator is set over pymalloc (PyMem_SetAllocator): its statistics \
+             cannot be read meanwhile (free pools are given back again once it is gone)"
+        }
         _ => "unknown",
     })
 }
@@ -92,6 +109,44 @@ fn reason(code: u8) -> Option<&'static str> {
 /// Switches the give-back off for the process; the first reason stays.
 fn switch_off(code: u8) {
     let _ = OFF.compare_exchange(ON, code, Ordering::AcqRel, Ordering::Acquire);
+}
+
+/// Whether `tracemalloc` traces (`false` if that cannot be told).
+fn tracing(py: Python<'_>) -> bool {
+    py.import("_tracemalloc")
+        .and_then(|module| module.call_method0("is_tracing"))
+        .and_then(|result| result.extract::<bool>())
+        .unwrap_or(false)
+}
+
+/// Why pymalloc's statistics cannot be read, when they cannot: a code the give-back
+/// waits under.
+fn unreadable(py: Python<'_>) -> u8 {
+    if tracing(py) {
+        TRACING
+    } else if WRAPPED.load(Ordering::Acquire) {
+        HIDDEN // they were read when the wrapper was installed
+    } else {
+        NOT_PYMALLOC
+    }
+}
+
+/// Whether the wrapper of the arena allocator is installed.
+static WRAPPED: AtomicBool = AtomicBool::new(false);
+
+/// A look at a give-back that waits under `code` (see [`waits`]): the wrapper installed
+/// if it is not yet, or pymalloc's statistics read again. Whether the give-back is on.
+fn resume(py: Python<'_>, code: u8) -> bool {
+    let now = if !WRAPPED.load(Ordering::Acquire) {
+        install(py)
+    } else if stats::read().is_some() {
+        ON
+    } else {
+        unreadable(py)
+    };
+    // The caller holds the interpreter's lock: no other look changed the code meanwhile.
+    let _ = OFF.compare_exchange(code, now, Ordering::AcqRel, Ordering::Acquire);
+    now == ON
 }
 
 /// pymalloc's count of the arenas it made, when the wrapper was installed.
@@ -105,9 +160,13 @@ static MADE_BEFORE: AtomicUsize = AtomicUsize::new(0);
 pub(crate) fn install_pymalloc_pools(py: Python<'_>) -> bool {
     // The caller holds the interpreter's lock, so one thread at a time gets here.
     static TRIED: AtomicBool = AtomicBool::new(false);
-    let _ = py;
     if !TRIED.swap(true, Ordering::AcqRel) {
-        OFF.store(install(), Ordering::Release);
+        OFF.store(install(py), Ordering::Release);
+    } else {
+        let code = OFF.load(Ordering::Acquire);
+        if waits(code) {
+            resume(py, code);
+        }
     }
     OFF.load(Ordering::Acquire) == ON
 }
@@ -115,9 +174,9 @@ pub(crate) fn install_pymalloc_pools(py: Python<'_>) -> bool {
 /// Why the wrapper cannot be installed, or `ON`. Between reading pymalloc's count of
 /// arenas and installing the wrapper nothing here makes a Python object, so pymalloc
 /// makes no arena in between.
-fn install() -> u8 {
+fn install(py: Python<'_>) -> u8 {
     let Some(stats) = stats::read() else {
-        return NOT_PYMALLOC;
+        return unreadable(py);
     };
     let geometry = match Geometry::new(&stats, header::page_size()) {
         Ok(geometry) => geometry,
@@ -131,6 +190,7 @@ fn install() -> u8 {
     if !arenas::install_wrapper(geometry) {
         return NO_WRAPPER;
     }
+    WRAPPED.store(true, Ordering::Release);
     ON
 }
 
@@ -155,10 +215,12 @@ struct Pools {
 
 /// Looks at every free pool of pymalloc's arenas; gives back the resident pages of
 /// each if `give_back`. The caller holds the interpreter's lock.
-fn look(mut give_back: bool) -> Pools {
+fn look(py: Python<'_>, mut give_back: bool) -> Pools {
     let mut pools = Pools::default();
-    if OFF.load(Ordering::Acquire) != ON {
-        return pools;
+    match OFF.load(Ordering::Acquire) {
+        ON => {}
+        code if waits(code) && resume(py, code) => {}
+        _ => return pools,
     }
     let Some(geometry) = arenas::geometry() else {
         return pools;
@@ -178,7 +240,9 @@ fn look(mut give_back: bool) -> Pools {
                 .arenas_made
                 .saturating_sub(MADE_BEFORE.load(Ordering::Relaxed)),
             None => {
-                switch_off(NO_STATS);
+                // A look it cannot make: skipped, and tried again at the next.
+                let _ =
+                    OFF.compare_exchange(ON, unreadable(py), Ordering::AcqRel, Ordering::Acquire);
                 return pools;
             }
         }
@@ -278,8 +342,8 @@ fn look(mut give_back: bool) -> Pools {
 /// bytes of free pools' pages (headers aside) resident before and after.
 #[pyfunction]
 pub(crate) fn give_back_pymalloc_pools(py: Python<'_>) -> (usize, usize) {
-    let _ = py; // the interpreter's lock is held for the whole look
-    let pools = look(true);
+    // The interpreter's lock is held for the whole look.
+    let pools = look(py, true);
     (pools.resident_before, pools.resident_after)
 }
 
@@ -287,8 +351,7 @@ pub(crate) fn give_back_pymalloc_pools(py: Python<'_>) -> (usize, usize) {
 /// and not resident (given back, or never touched).
 #[pyfunction]
 pub(crate) fn pymalloc_free_pools(py: Python<'_>) -> (usize, usize) {
-    let _ = py;
-    let pools = look(false);
+    let pools = look(py, false);
     (pools.resident_after, pools.not_resident)
 }
 
