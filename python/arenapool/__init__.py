@@ -25,9 +25,22 @@ themselves, stay where they would be.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from typing import Any, Callable, Dict, List, Literal, Optional
+
+# What this module imports as it loads is what ``ARENAPOOL=on`` costs every process at
+# its start (see arenapool._integrations._startup): the extension and the light
+# modules of the core. The rest is imported when it is first used: the names below
+# from their modules by __getattr__, typing's only for type checkers.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Literal, Optional, TypeVar
+
+    _F = TypeVar("_F", bound=Callable[..., Any])
+
+    from ._core._breakdown import Breakdown, breakdown
+    from ._core._holders import Release
+    from ._core._release import recent_releases, release_others, set_release, use_arrow_jemalloc
+    from ._integrations._notebook import load_ipython_extension as load_ipython_extension
 
 # _warnings first: if the extension cannot load, the startup hook still finds
 # ArenaPoolWarning to say so with.
@@ -38,12 +51,34 @@ check_build()  # before the extension is loaded: a free-threaded build cannot lo
 
 from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
-from ._core import _arrow, _optional, _release, _switch
-from ._core._holders import Release
-from ._core._warnings import warn_once
-from ._core._release import recent_releases, release_others, set_release, use_arrow_jemalloc
-from ._core._breakdown import Breakdown, breakdown
-from ._integrations._notebook import load_ipython_extension as load_ipython_extension  # %load_ext arenapool
+from ._core import _arrow, _switch
+
+# Each name imported when first used, and its module.
+_LAZY = {
+    "Breakdown": "._core._breakdown",
+    "breakdown": "._core._breakdown",
+    "Release": "._core._holders",
+    "recent_releases": "._core._release",
+    "release_others": "._core._release",
+    "set_release": "._core._release",
+    "use_arrow_jemalloc": "._core._release",
+    "load_ipython_extension": "._integrations._notebook",  # %load_ext arenapool
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # from now on found without this call
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "ArenaPoolError",
@@ -130,13 +165,29 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
         threshold: the size in bytes from which blocks go to arenapool (default
             64 KiB; see :func:`set_threshold`).
     """
+    # Before the hooks: what an import allocates lives as long as its module, and a
+    # block of the hooks' that lives for good keeps them in CPython's chain (uninstall).
+    from ._core import _release
+
+    if _install_hooks(numpy=numpy, threshold=threshold):
+        _release.start_watcher()
+
+
+def _install_hooks(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) -> bool:
+    """:func:`install` but the watcher; whether the hooks are installed (``False``
+    under ``ARENAPOOL=off``). What ``ARENAPOOL=on`` does as the interpreter starts."""
     if _switch.off():
-        warn_once(
-            "switch:off",
-            f"{_switch.VARIABLE}=off in the environment: arenapool.install() does nothing, and "
-            "no phase sends memory to arenapool. Unset it to let the program install arenapool",
-        )
-        return
+        if _switch.first_in_program():  # once for the program: its workers install too
+            import warnings
+
+            warnings.warn(
+                f"{_switch.VARIABLE}={_switch.value()} in the environment: arenapool.install() "
+                f"does nothing, and no phase sends memory to arenapool. Unset it to let the "
+                f"program install arenapool",
+                ArenaPoolWarning,
+                stacklevel=3,
+            )
+        return False
     if numpy is not None and not isinstance(numpy, bool):
         raise TypeError(
             f"arenapool.install(numpy=...) takes True, False or None, not "
@@ -156,7 +207,7 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
         _arenapool.install_numpy_default()
         _arenapool.install_numpy()
     _arrow.give_back_by_default()
-    _release.start_watcher()
+    return True
 
 
 def uninstall() -> bool:
@@ -251,7 +302,7 @@ def phase_is_open() -> bool:
     return _arenapool.phase_is_open()
 
 
-class phase(contextlib.ContextDecorator):
+class phase:
     """A process-wide phase: a ``with`` block, or a decorator.
 
     While a phase is open, on every thread of the process, large blocks go to the
@@ -303,9 +354,17 @@ class phase(contextlib.ContextDecorator):
         self.released = []
         self._open = None
 
-    def _recreate_cm(self) -> "phase":
-        # Each call of a decorated function has a phase of its own (calls may overlap).
-        return phase()
+    def __call__(self, function: _F) -> _F:
+        """``function`` as a phase: each call of it a phase of its own (calls may
+        overlap)."""
+        import functools  # here, not at the top: not imported as the interpreter starts
+
+        @functools.wraps(function)
+        def in_a_phase(*args: Any, **kwargs: Any) -> Any:
+            with phase():
+                return function(*args, **kwargs)
+
+        return in_a_phase  # type: ignore[return-value]  # wraps: the same signature
 
     def __enter__(self) -> "phase":
         if self._open is not None:
@@ -328,8 +387,10 @@ class phase(contextlib.ContextDecorator):
             )
         self.report = opened.end()
         if not _arenapool.phase_is_open() and not _switch.off():
+            from ._core import _optional, _release
+
             try:
-                self.released = release_others()
+                self.released = _release.release_others()
             except Exception as error:  # MemoryError, say: the phase has ended all the same
                 _optional.log_once("phase end", "arenapool could not give other holders' memory back", error)
             _release.start_watcher()

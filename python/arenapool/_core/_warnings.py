@@ -11,11 +11,10 @@ with ``"ignore"``.
 
 from __future__ import annotations
 
+import _thread
 import os
-import threading
-import warnings
 
-__all__ = ["ArenaPoolWarning", "warn_once"]
+__all__ = ["ArenaPoolWarning", "first_time", "warn_once"]
 
 
 class ArenaPoolWarning(UserWarning):
@@ -26,7 +25,9 @@ class ArenaPoolWarning(UserWarning):
 
 
 _said: set[str] = set()
-_said_lock = threading.Lock()
+# A lock of ``_thread``'s, not ``threading``'s: this module is imported as the
+# interpreter starts (``ARENAPOOL=on``), where ``threading`` would cost its imports.
+_said_lock = _thread.allocate_lock()
 
 
 def warn_once(key: str, message: str, *, stacklevel: int = 3) -> None:
@@ -35,18 +36,27 @@ def warn_once(key: str, message: str, *, stacklevel: int = 3) -> None:
     ``stacklevel`` counts from the caller of ``warn_once`` (the default names the
     caller's caller: the user's code that called into arenapool).
     """
+    if not first_time(key):
+        return
+    import warnings  # here, not at the top: not imported as the interpreter starts
+
+    warnings.warn(message, ArenaPoolWarning, stacklevel=stacklevel)
+
+
+def first_time(key: str) -> bool:
+    """Whether ``key`` is seen for the first time in this process (it is from now on)."""
     with _said_lock:
         if key in _said:
-            return
+            return False
         _said.add(key)
-    warnings.warn(message, ArenaPoolWarning, stacklevel=stacklevel)
+        return True
 
 
 def _after_fork_in_child() -> None:
     """A child made by ``fork`` while another thread held the lock would wait for it
     for ever: it gets its own."""
     global _said_lock
-    _said_lock = threading.Lock()
+    _said_lock = _thread.allocate_lock()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
