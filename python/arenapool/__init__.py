@@ -21,6 +21,11 @@ on any thread, while a phase is open, through CPython's allocator (``bytes``,
 ``bytearray``, pickle's buffers, lists) and through numpy (array data; see
 :func:`install`). Smaller blocks, and memory that C libraries take from ``malloc``
 themselves, stay where they would be.
+
+For a program as written, and every process it starts, without a line:
+``ARENAPOOL=on`` (or ``1``, ``true``, ``yes``) in the environment; ``ARENAPOOL=off``
+(or ``0``, ``false``, ``no``) keeps arenapool out whatever the program calls. Any
+case; another value counts as unset and warns once for the program.
 """
 
 from __future__ import annotations
@@ -147,10 +152,12 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
     - The watcher, which gives back what the program drops while no phase is open,
       every second (see :func:`set_release`).
 
-    With ``ARENAPOOL=off`` in the environment, ``install()`` does nothing, and says so
-    once (:class:`ArenaPoolWarning`): the variable rules arenapool out whatever the
-    program calls. ``ARENAPOOL=on`` calls it as the interpreter starts (see the
-    package's README).
+    With ``ARENAPOOL=off`` (or ``0``, ``false``, ``no``, any case) in the environment,
+    ``install()`` does nothing, and says so once for the program
+    (:class:`ArenaPoolWarning`; not again in the workers it starts): the variable
+    rules arenapool out whatever the program calls. ``ARENAPOOL=on`` (or ``1``,
+    ``true``, ``yes``) installs the hooks as the interpreter starts, and the rest with
+    the first library it integrates with (see the package's README).
 
     Installing again is cheap and changes nothing but the threshold (and wraps the
     calling context's own handler if it has one). :func:`phase` installs the hooks if
