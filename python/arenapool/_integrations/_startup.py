@@ -22,11 +22,11 @@ environment variable and, only when it is set to a value that is not off (``off`
 It imports nothing else as the interpreter starts, and starts no thread of Python's:
 ``python -c pass`` pays the extension's load and the hooks' install, and its modules
 are the interpreter's own plus arenapool's light ones (``tests/test_startup.py`` lists
-them). The watcher waits for a library whose memory it gives back, or a phase's end
-(which starts it too): before either, what the program frees goes back through the
-hooks' idle return (the extension's thread, which the hooks need from their install:
-it cannot be started from inside the allocator), and there is nothing for it to ask
-of pymalloc's pools or Arrow's.
+them). The watcher waits for one of those libraries, or a phase's end (which starts
+it too): before either, what the hooks' arenas and glibc's heaps hold free goes back
+when the process goes idle, through the hooks' idle return (the extension's thread,
+which the hooks start as they install: it cannot be started from inside the
+allocator); pymalloc's free pools wait for the watcher.
 
 Child processes inherit the variable: workers started by ``spawn``, ``forkserver``,
 loky, Dask's nanny or Ray's raylet run this at their own start. Nothing here raises
