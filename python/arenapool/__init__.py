@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ._core._holders import Release
     from ._core._release import recent_releases, release_others, set_release, use_arrow_jemalloc
     from ._integrations._notebook import load_ipython_extension as load_ipython_extension
+    from ._integrations._notebook import unload_ipython_extension as unload_ipython_extension
 
 # _warnings first: if the extension cannot load, the startup hook still finds
 # ArenaPoolWarning to say so with.
@@ -58,7 +59,7 @@ from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
 from ._core import _arrow, _switch
 
-# Each name imported when first used, and its module.
+# Each name imported when first used, and its module (see __getattr__).
 _LAZY = {
     "Breakdown": "._core._breakdown",
     "breakdown": "._core._breakdown",
@@ -67,8 +68,36 @@ _LAZY = {
     "release_others": "._core._release",
     "set_release": "._core._release",
     "use_arrow_jemalloc": "._core._release",
-    "load_ipython_extension": "._integrations._notebook",  # %load_ext arenapool
+    # %load_ext arenapool and %unload_ext arenapool
+    "load_ipython_extension": "._integrations._notebook",
+    "unload_ipython_extension": "._integrations._notebook",
 }
+
+
+# What a phase, install() and the names above import at their first use.
+_USED_LATER = ("._core._optional", "._core._release", "._core._breakdown", "._core._holders")
+
+
+def _before_fork() -> None:
+    """Before ``fork``, once the hooks are installed: the modules imported at first use
+    are imported, or their import on another thread is waited for. A child made while
+    another thread is halfway through importing one would wait for ever for that
+    import's lock at its own first phase (the thread does not exist in the child)."""
+    if _arenapool.raw_state() == "absent":
+        return
+    import importlib
+
+    for module in _USED_LATER:
+        try:
+            importlib.import_module(module, __name__)
+        except Exception:  # the fork goes on: the child imports it itself
+            pass
+
+
+import os as _os  # noqa: E402
+
+_os.register_at_fork(before=_before_fork)
+del _os
 
 
 def __getattr__(name: str) -> object:
@@ -80,10 +109,6 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value  # from now on found without this call
     return value
-
-
-def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "ArenaPoolError",
@@ -309,7 +334,22 @@ def phase_is_open() -> bool:
     return _arenapool.phase_is_open()
 
 
-class phase:
+class _PhaseClass(type):
+    """The type of :class:`phase`: ``with arenapool.phase:`` (without the parentheses)
+    raises a ``TypeError`` that says what to write, instead of Python's "'type' object
+    does not support the context manager protocol"."""
+
+    def __enter__(cls) -> None:
+        raise TypeError(
+            "`with arenapool.phase:` uses the class itself: write `with arenapool.phase():` "
+            "(with parentheses), or `with arenapool.phase() as p:` to read p.report after the block"
+        )
+
+    def __exit__(cls, *exc: Any) -> None:  # pragma: no cover - __enter__ always raises
+        return None
+
+
+class phase(metaclass=_PhaseClass):
     """A process-wide phase: a ``with`` block, or a decorator.
 
     While a phase is open, on every thread of the process, large blocks go to the
@@ -318,11 +358,12 @@ class phase:
     them). Phases nest and overlap, from any threads. If the block raises, the phase
     ends and the exception goes on.
 
-    After the block, :attr:`report` holds the phase's :class:`Report`::
+    After the block, :attr:`report` holds the phase's :class:`Report` (inside the
+    block it is ``None``: the phase has not ended, and there is nothing to report yet)::
 
         with arenapool.phase() as p:
             results = run_everything()
-        print(p.report)       # ran 5.1s, gave back 1.4 GiB in 60ms; RSS ...
+        print(p.report)       # ran 5.1 s; RSS 40.0 MiB at the start, 1.5 GiB at the end; ...
 
     When the last open phase ends, the process's other allocators give back their free
     memory too, each if it holds enough: glibc's heaps (``malloc_trim(0)``), pymalloc's
@@ -343,7 +384,11 @@ class phase:
     """
 
     report: Optional[Report]
+    """The phase's :class:`Report` once it has ended; ``None`` before and inside the
+    block."""
     released: List[Release]
+    """What glibc, pymalloc and Arrow's pools gave back when the phase ended (empty
+    before, and when another phase was still open)."""
     _open: Optional[_arenapool.OpenPhase]
 
     def __new__(cls, function: Optional[Callable[..., Any]] = None) -> Any:
@@ -400,9 +445,27 @@ class phase:
                 self.released = _release.release_others()
             except Exception as error:  # MemoryError, say: the phase has ended all the same
                 _optional.log_once("phase end", "arenapool could not give other holders' memory back", error)
+            from ._core._breakdown import record_phase
+
+            record_phase(self.report, self.released)
             _release.start_watcher()
         return False
 
     def __repr__(self) -> str:
         state = "open" if self._open is not None else ("ended" if self.report else "not entered")
         return f"<arenapool.phase {state}>"
+
+
+del check_build  # run once, above
+
+
+def __dir__() -> List[str]:
+    """``dir(arenapool)``: the public API (``__all__``) and the submodules imported so
+    far (``arenapool.joblib``...), not the names the package uses inside."""
+    modules = [
+        name
+        for name, value in globals().items()
+        if not name.startswith("_") and getattr(value, "__name__", "").startswith(__name__ + ".")
+        and type(value) is type(sys)
+    ]
+    return sorted({*__all__, *modules, "__version__"})

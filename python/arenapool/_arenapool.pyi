@@ -47,7 +47,7 @@ class Memory:
 
     @property
     def rss(self) -> int:
-        """Resident set size of the process (0 off Linux)."""
+        """Resident set size of the process, in bytes (what ``ps`` and ``top`` show as RSS)."""
     @property
     def peak_rss(self) -> int:
         """Peak resident set size since the start (``VmHWM``)."""
@@ -85,7 +85,10 @@ class Report:
         """Process RSS, in bytes, when it ended (what it returned still held)."""
     @property
     def returned(self) -> int:
-        """Bytes given back to the OS from the phase's start to its end."""
+        """Bytes of pages the phase's arenas gave back to the OS from its start to its end:
+        while it ran (blocks freed inside the phase can go back before it ends) and at
+        its end. A page given back, used again and given back again counts each time, so
+        this can be more than the phase ever held."""
     @property
     def run_time(self) -> float:
         """Seconds the work inside the phase took."""
@@ -116,7 +119,8 @@ def memory() -> Memory:
     """A snapshot of the process's memory (see :class:`Memory`)."""
 
 def rss() -> int:
-    """The process's resident set size, in bytes (0 off Linux)."""
+    """The process's resident set size, in bytes, from ``/proc/self/statm`` (what ``ps``
+    and ``top`` show as RSS)."""
 
 def trim() -> int:
     """Gives every free page of the allocator's arenas back to the OS; returns the

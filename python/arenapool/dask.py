@@ -49,11 +49,15 @@ import asyncio
 import functools
 from typing import Any, Awaitable, Callable, Dict, Optional
 
-from distributed import Client, Worker
-from distributed.diagnostics.plugin import WorkerPlugin
+from ._core import _arrow, _optional, _release
+
+try:
+    from distributed import Client, Worker
+    from distributed.diagnostics.plugin import WorkerPlugin
+except ImportError as error:
+    raise _optional.missing("dask", "dask", error) from error
 
 from . import install as install_hooks, phase, phase_is_open
-from ._core import _arrow, _optional, _release
 from ._core._breakdown import Breakdown, breakdown
 
 __all__ = ["WorkerPhases", "breakdowns", "dask_setup", "install", "installed", "uninstall"]
@@ -139,7 +143,7 @@ class WorkerPhases(WorkerPlugin):
     def _release_dropped(self) -> None:
         self._releasing = None
         if self._phase is None and not phase_is_open():
-            _release.release_others(_any_thread=True)
+            _release.release_others_from(any_thread=True)
 
     def _end_if_idle(self) -> None:
         self._ending = None

@@ -497,12 +497,45 @@ def map(
         )
     if not callable(fn):
         raise TypeError(f"arenapool.futures.map: fn must be callable, not {type(fn).__name__}")
+    if state is not _UNSET:
+        _check_takes_state(fn)
     window = _check_window(window, executor)
     inputs = iter(inputs)
     threads = _runs_in_threads(executor)
     if not threads:
         _warn_if_big(fn)
     return _ordered_map(executor, fn, inputs, window, state, threads)
+
+
+def _check_takes_state(fn: Callable[..., Any]) -> None:
+    """With ``state=``, ``fn`` is called as ``fn(state, x)``: a ``TypeError`` here, in the
+    caller, if its signature cannot take that (``def work(x)``), or if it names its
+    second parameter ``state`` (``def work(x, state)``, which would get the state as
+    ``x``). Callables without a signature to read (some builtins) pass unchecked."""
+    import inspect
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    name = getattr(fn, "__name__", "fn")
+    positional = [
+        p.name for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    advice = f"write `def {name}(state, x):`, state first, then the input"
+    try:
+        signature.bind(None, None)
+    except TypeError as error:
+        raise TypeError(
+            f"arenapool.futures.map(..., state=...) calls {name}(state, x) for each input x, and "
+            f"{name}{signature} cannot take two arguments ({error}): {advice}"
+        ) from None
+    if "state" in positional[1:2]:
+        raise TypeError(
+            f"arenapool.futures.map(..., state=...) calls {name}(state, x): the state comes first, "
+            f"and {name}{signature} would get it as {positional[0]!r}: {advice}"
+        )
 
 
 def _stop(executor: Executor, pending: Deque[Future[Any]]) -> None:

@@ -30,10 +30,14 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Iterable, Iterator, Optional
 
-import joblib
+from ._core import _optional
+
+try:
+    import joblib
+except ImportError as error:
+    raise _optional.missing("joblib", "joblib", error) from error
 
 from . import phase
-from ._core import _optional
 from ._integrations._workers import InWorker
 
 __all__ = ["install", "installed", "uninstall"]

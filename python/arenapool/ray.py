@@ -62,11 +62,15 @@ import threading
 import time
 from typing import Any, AsyncIterator, Callable, Dict, Generator, List, Mapping, Optional, Tuple, TypeVar, cast
 
-import ray
+from ._core import _arrow, _optional, _release
+
+try:
+    import ray
+except ImportError as error:
+    raise _optional.missing("ray", "ray", error) from error
 
 from . import install as install_hooks, phase
 from ._arenapool import ArenaPoolError
-from ._core import _arrow, _optional, _release
 from ._core._breakdown import Breakdown, breakdown
 
 __all__ = [

@@ -15,7 +15,7 @@ pub(crate) struct Memory(arenapool_alloc::Memory);
 
 #[pymethods]
 impl Memory {
-    /// Resident set size of the process (0 off Linux).
+    /// Resident set size of the process, in bytes (what `ps` and `top` show as RSS).
     #[getter]
     fn rss(&self) -> usize {
         self.0.rss
@@ -95,7 +95,10 @@ impl Report {
     fn rss_after(&self) -> usize {
         self.0.rss_after
     }
-    /// Bytes given back to the OS from the phase's start to its end.
+    /// Bytes of pages the phase's arenas gave back to the OS from its start to its end:
+    /// while it ran (blocks freed inside the phase can go back before it ends) and at its
+    /// end. A page given back, used again and given back again counts each time, so this
+    /// can be more than the phase ever held.
     #[getter]
     fn returned(&self) -> usize {
         self.0.returned
@@ -141,8 +144,30 @@ impl Report {
         )
     }
 
+    /// One line in words: how long the phase ran, RSS at its start and at its end (its
+    /// results still held), and the bytes of pages its arenas gave back to the OS while
+    /// it ran and at its end: a page given back, used again and given back again counts
+    /// each time, so the figure can be more than the phase ever held.
     fn __str__(&self) -> String {
-        self.0.to_string()
+        let r = &self.0;
+        let mib = |bytes: usize| bytes as f64 / (1u64 << 20) as f64;
+        let mut text = format!(
+            "ran {:.2} s; RSS {:.1} MiB at its start, {:.1} MiB at its end (its results still held); \
+             its arenas gave {:.1} MiB of pages back to the OS while it ran and at its end \
+             (a page used again counts each time), {:.1} ms of it at the end",
+            r.run_time.as_secs_f64(),
+            mib(r.rss_before),
+            mib(r.rss_after),
+            mib(r.returned),
+            r.purge_time.as_secs_f64() * 1e3,
+        );
+        if r.failed > 0 {
+            text.push_str(&format!("; {} attempts to give back failed", r.failed));
+        }
+        if r.arenas.is_empty() {
+            text.push_str(" (no phase was open: nothing ran in its arenas)");
+        }
+        text
     }
 }
 
@@ -152,7 +177,8 @@ pub(crate) fn memory(py: Python<'_>) -> Memory {
     Memory(py.detach(arenapool_alloc::memory))
 }
 
-/// The process's resident set size, in bytes (0 off Linux).
+/// The process's resident set size, in bytes, from `/proc/self/statm` (what `ps` and
+/// `top` show as RSS).
 #[pyfunction]
 pub(crate) fn rss() -> usize {
     arenapool_alloc::rss()

@@ -321,4 +321,4 @@ def test_where_reports_each_worker():
     )
     code, stdout, stderr = out
     assert code == 0, stderr
-    assert stdout.count("RSS ") == 2 and stdout.count("tcp://") == 2, stdout
+    assert stdout.count("MiB of memory (RSS)") == 2 and stdout.count("tcp://") == 2, stdout

@@ -47,6 +47,10 @@ def run_cell(client, code: str) -> str:
     def output(message) -> None:
         if message["msg_type"] == "stream":
             printed.append(message["content"]["text"])
+        elif message["msg_type"] in ("display_data", "execute_result"):
+            printed.append(message["content"]["data"].get("text/plain", "") + "\n")
+            if "<svg" in message["content"]["data"].get("text/html", ""):
+                printed.append("(and its HTML table, with a chart)\n")
         elif message["msg_type"] == "error":
             printed.append("\n".join(message["content"]["traceback"]))
 
@@ -65,7 +69,7 @@ def test_load_ext_gives_back_the_kernels_results(tmp_path):
     try:
         pid, executable = run_cell(client, "import os, sys; print(os.getpid(), sys.executable)").split()
         assert executable == sys.executable, "the kernel is not this environment's Python"
-        run_cell(client, LOADED)
+        loaded = run_cell(client, LOADED)
         run_cell(client, JOB)
         start = resident(int(pid))
         run_cell(client, "results = Parallel(n_jobs=2)(delayed(ones)(i) for i in range(4000))")  # 1.6 GB
@@ -79,12 +83,20 @@ def test_load_ext_gives_back_the_kernels_results(tmp_path):
             run_cell(client, DASK)
             plugged = run_cell(client, "print(all(client.run(lambda dask_worker: 'arenapool' in dask_worker.plugins).values()))")
             workers = run_cell(client, "%arenapool")
+            unloaded = run_cell(client, "%unload_ext arenapool")
+            unplugged = run_cell(client, "print(any(client.run(lambda dask_worker: 'arenapool' in dask_worker.plugins).values()))")
     finally:
         client.stop_channels()
         kernel.shutdown_kernel(now=True)
     assert held >= start + 1000 * MiB, (start, held)
     assert after <= start + 16 * MiB, (start, held, after)
-    assert f"kernel (pid {pid})" in shown and "RSS " in shown and "arenapool" in shown, shown
+    assert f"kernel (pid {pid})" in shown and "MiB of memory (RSS)" in shown and "arenapool's arenas" in shown, shown
+    assert "(and its HTML table, with a chart)" in shown, shown
+    # The kernel's loky workers are its children, shown with it.
+    assert "Workers (child processes): " in shown and "Workers (child processes): none" not in shown, shown
+    assert "Gave back" in loaded and "joblib.Parallel" in loaded, loaded
     if DASK_INSTALLED:
         assert plugged.strip() == "True", plugged
-        assert workers.count("Dask worker tcp://") == 1 and workers.count("RSS ") == 2, workers
+        # %unload_ext takes the plugin off the workers %load_ext gave it to.
+        assert "every Dask worker's tasks" in unloaded and unplugged.strip() == "False", (unloaded, unplugged)
+        assert workers.count("Dask worker tcp://") == 1 and workers.count("MiB of memory (RSS)") == 2, workers

@@ -26,7 +26,7 @@ def test_a_phase_is_open_inside_and_reports_after():
     assert report.run_time >= 0 and report.purge_time >= 0
     assert report.arenas and report.rss_before > 0 and report.rss_after > 0
     assert report.failed == 0, report  # no attempt to give pages back was refused
-    assert "gave back" in str(report) and "failed" not in str(report)
+    assert "pages back to the OS" in str(report) and "failed" not in str(report)
     assert repr(report).startswith("Report(") and repr(report).endswith(", failed=0)")
 
 

@@ -140,12 +140,79 @@ def test_rest_is_the_anonymous_rss_no_holder_has():
     assert b.rest == b.anonymous - b.attributed
     assert b.files + b.shared + b.anonymous <= b.rss + 4 * MiB  # read at nearly the same time
     text = str(b)
-    for holder in ("arenapool", "glibc", "pymalloc", "rest"):
+    for holder in ("arenapool", "glibc", "pymalloc", "not counted"):
         assert holder in text
     assert pickle.loads(pickle.dumps(b)) == b
 
 
 def test_where_prints_the_breakdown():
     out = subprocess.run([sys.executable, "-m", "arenapool.where"], capture_output=True, text=True, check=True)
-    assert out.stdout.startswith("RSS ") and "pymalloc" in out.stdout, out.stdout
+    assert out.stdout.startswith("This process (pid ") and "pymalloc" in out.stdout, out.stdout
+    assert "python -m arenapool.where PID" in out.stdout, out.stdout
     assert "Warning" not in out.stderr, out.stderr
+
+
+def test_where_pid_reads_another_process_and_its_children():
+    # A process with a child of its own, both holding memory the test knows of.
+    code = (
+        "import os, subprocess, sys, time\n"
+        "block = bytearray(64 << 20)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; b = bytearray(32 << 20); time.sleep(60)'])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    other = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(other.stdout.readline())
+        out = subprocess.run(
+            [sys.executable, "-m", "arenapool.where", str(other.pid)], capture_output=True, text=True, check=True
+        ).stdout
+    finally:
+        other.kill()
+        other.wait()
+        subprocess.run(["kill", str(child)], check=False)
+    assert out.startswith(f"Process {other.pid} (python"), out
+    own = float(re.search(r"its own memory\s+([\d.]+) MiB", out).group(1))
+    assert own >= 64, out
+    assert "its share (PSS)" in out and f"pid {child}" in out, out
+    assert "counted only inside the process" in out, out
+    missing = subprocess.run([sys.executable, "-m", "arenapool.where", "999999999"], capture_output=True, text=True)
+    assert missing.returncode != 0 and "no process 999999999" in missing.stderr, missing.stderr
+
+
+def test_the_printed_breakdown_never_shows_a_negative_remainder():
+    require_glibc_figures()
+    # glibc's count of free bytes after malloc_trim gave them back: more than is resident.
+    text, rest = run_fresh(
+        MALLINFO
+        + """
+import json, arenapool
+blocks = [libc.malloc(1000) for _ in range(200_000)]
+for b in blocks[:-1]:
+    libc.free(b)
+libc.malloc_trim(0)
+b = arenapool.breakdown()
+print(json.dumps([str(b), b.rest]))
+"""
+    )
+    assert rest < 0, (rest, text)  # the counters add up to more than the RSS
+    assert not re.search(r"-\d", text), text
+    assert "given back already" in text, text
+
+
+def test_the_breakdown_shows_the_last_phase_and_the_workers():
+    text, html = run_fresh(
+        """
+        import json, subprocess, sys, arenapool
+        with arenapool.phase():
+            block = bytearray(64 << 20)
+            del block
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        b = arenapool.breakdown()
+        child.kill()
+        print(json.dumps([str(b), b._repr_html_()]))
+        """
+    )
+    assert "Last phase: ended" in text and "MiB of pages back to the OS" in text, text
+    assert "Workers (child processes): 1," in text, text
+    assert "<table>" in html and "<svg" in html and "<polyline" in html, html

@@ -37,10 +37,23 @@ def fresh_runs(flag: str, row: str, config: str, tasks: int, rows: int, runs: in
     for _ in range(runs):
         out = subprocess.run(
             [sys.executable, "-m", "arenapool.bench", flag, row, config, str(tasks), str(rows)],
-            check=True, capture_output=True, text=True,
+            capture_output=True, text=True,
         )
+        if out.returncode != 0:
+            sys.exit(child_failed(flag, row, config, out.returncode, out.stderr))
         figures.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return figures
+
+
+def child_failed(flag: str, row: str, config: str, code: int, stderr: str) -> str:
+    """What to say when a run's process failed: its error (the last lines it wrote),
+    and for a package that is missing, the pip extra that installs it."""
+    suite = flag.removeprefix("--").removesuffix("-child")
+    tail = "\n".join(stderr.strip().splitlines()[-12:])
+    text = f"python -m arenapool.bench --{suite}: the run of row {row!r}, {config}, exited with status {code}:\n{tail}"
+    if "ModuleNotFoundError" in stderr or "ImportError" in stderr:
+        text += f"\n--{suite} needs what pip install 'arenapool[{suite}]' installs"
+    return text
 
 
 def worker_figures(b: Breakdown) -> Dict[str, Optional[float]]:

@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
+from ._given_back import Release
+
 __all__ = [
     "ArrowPool",
     "Glibc",
@@ -117,21 +119,6 @@ class ArrowPool(NamedTuple):
     """``max_memory()``: the most it ever had allocated."""
     is_default: bool
     """Whether it is ``pyarrow.default_memory_pool()``."""
-
-
-class Release(NamedTuple):
-    """What asking one holder to give back its free memory did."""
-
-    holder: str
-    """``glibc``, ``pymalloc`` or ``arrow:<backend>``."""
-    rss_returned: int
-    """How much the process's RSS fell during the call, in bytes (other threads'
-    allocations meanwhile count against it)."""
-    seconds: float
-    """How long the call took."""
-
-    def __str__(self) -> str:
-        return f"{self.holder} gave back {self.rss_returned / 2**20:.1f} MiB in {self.seconds * 1e3:.1f} ms"
 
 
 _libc: Optional[Any] = None

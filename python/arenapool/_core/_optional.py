@@ -22,7 +22,7 @@ from ._warnings import warn_once
 if TYPE_CHECKING:  # imported where it is used: the package imports this module
     from .. import phase
 
-__all__ = ["end_phase", "log_once", "logger", "open_phase", "phase_or_none", "step"]
+__all__ = ["end_phase", "log_once", "logger", "missing", "open_phase", "phase_or_none", "step"]
 
 logger = logging.getLogger("arenapool")
 """arenapool's logger: a holder whose release fails, a phase whose end fails on a
@@ -42,6 +42,18 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 T = TypeVar("T")
+
+
+def missing(module: str, extra: str, error: ImportError) -> ModuleNotFoundError:
+    """The error of importing ``arenapool.<module>`` without the package it integrates
+    with: what is missing and the pip extra that installs it (``error``, the import's
+    own, is its cause: ``raise missing(...) from error``)."""
+    needed = error.name or extra
+    message = (
+        f"arenapool.{module} needs {needed}, which is not installed here ({error}): "
+        f"pip install 'arenapool[{extra}]'"
+    )
+    return ModuleNotFoundError(message, name=error.name)
 
 
 def log_once(key: str, message: str, error: BaseException) -> None:

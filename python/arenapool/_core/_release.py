@@ -127,7 +127,7 @@ def _pymalloc_worth_a_look() -> bool:
     return pymalloc_arenas_made() != _pymalloc_arenas or _pymalloc_high - blocks >= _PYMALLOC_FREED_BLOCKS
 
 
-def release_others(*, _any_thread: bool = False) -> List[Release]:
+def release_others() -> List[Release]:
     """Ask glibc, pymalloc and Arrow's pools to give back their free memory now, each
     only if it holds enough (see :func:`set_release`); what each gave back and how long
     it took.
@@ -138,13 +138,19 @@ def release_others(*, _any_thread: bool = False) -> List[Release]:
     Arrow's jemalloc pool the default instead; what mimalloc's pool still holds, the
     watcher asks the main thread to release.
     """
+    return release_others_from(any_thread=False)
+
+
+def release_others_from(*, any_thread: bool) -> List[Release]:
+    """:func:`release_others`; with ``any_thread``, from a thread that made none of Arrow's
+    buffers (the watcher, a Dask worker's event loop): see :func:`_holders.release_arrow`."""
     done: List[Release] = []
     with _lock:
         for holder, on, release in _RELEASES:
             if not on():
                 continue
             try:
-                done.extend(release(_any_thread))
+                done.extend(release(any_thread))
             except Exception as error:  # the others are asked all the same
                 _release_failed(holder, error)
         _recent.extend(done)
@@ -224,7 +230,7 @@ def _watch_loop() -> None:
         _wake.clear()
         if not phase_is_open():
             try:
-                release_others(_any_thread=True)
+                release_others_from(any_thread=True)
             except Exception as error:  # MemoryError, say: tried again next time
                 log_once("watcher", "arenapool's watcher could not give memory back", error)
 
