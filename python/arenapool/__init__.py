@@ -21,13 +21,32 @@ on any thread, while a phase is open, through CPython's allocator (``bytes``,
 ``bytearray``, pickle's buffers, lists) and through numpy (array data; see
 :func:`install`). Smaller blocks, and memory that C libraries take from ``malloc``
 themselves, stay where they would be.
+
+For a program as written, and every process it starts, without a line:
+``ARENAPOOL=on`` (or ``1``, ``true``, ``yes``) in the environment; ``ARENAPOOL=off``
+(or ``0``, ``false``, ``no``) keeps arenapool out whatever the program calls. Any
+case; another value counts as unset and warns once for the program.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from typing import Any, Callable, Dict, List, Literal, Optional
+
+# What this module imports as it loads is what ``ARENAPOOL=on`` costs every process at
+# its start (see arenapool._integrations._startup): the extension and the light
+# modules of the core. The rest is imported when it is first used: the names below
+# from their modules by __getattr__, typing's only for type checkers.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Literal, Optional, TypeVar
+
+    _F = TypeVar("_F", bound=Callable[..., Any])
+
+    from ._core._breakdown import Breakdown, breakdown
+    from ._core._holders import Release
+    from ._core._release import recent_releases, release_others, set_release, use_arrow_jemalloc
+    from ._integrations._notebook import load_ipython_extension as load_ipython_extension
+    from ._integrations._notebook import unload_ipython_extension as unload_ipython_extension
 
 # _warnings first: if the extension cannot load, the startup hook still finds
 # ArenaPoolWarning to say so with.
@@ -38,14 +57,58 @@ check_build()  # before the extension is loaded: a free-threaded build cannot lo
 
 from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
-from ._core import _arrow, _optional, _release, _switch
-from ._core._holders import Release
-from ._core._warnings import warn_once
-from ._core._release import recent_releases, release_others, set_release, use_arrow_jemalloc
-from ._core._breakdown import Breakdown, breakdown, record_phase as _record_phase
-# %load_ext arenapool and %unload_ext arenapool
-from ._integrations._notebook import load_ipython_extension as load_ipython_extension
-from ._integrations._notebook import unload_ipython_extension as unload_ipython_extension
+from ._core import _arrow, _switch
+
+# Each name imported when first used, and its module (see __getattr__).
+_LAZY = {
+    "Breakdown": "._core._breakdown",
+    "breakdown": "._core._breakdown",
+    "Release": "._core._holders",
+    "recent_releases": "._core._release",
+    "release_others": "._core._release",
+    "set_release": "._core._release",
+    "use_arrow_jemalloc": "._core._release",
+    # %load_ext arenapool and %unload_ext arenapool
+    "load_ipython_extension": "._integrations._notebook",
+    "unload_ipython_extension": "._integrations._notebook",
+}
+
+
+# What a phase, install() and the names above import at their first use.
+_USED_LATER = ("._core._optional", "._core._release", "._core._breakdown", "._core._holders")
+
+
+def _before_fork() -> None:
+    """Before ``fork``, once the hooks are installed: the modules imported at first use
+    are imported, or their import on another thread is waited for. A child made while
+    another thread is halfway through importing one would wait for ever for that
+    import's lock at its own first phase (the thread does not exist in the child)."""
+    if _arenapool.raw_state() == "absent":
+        return
+    import importlib
+
+    for module in _USED_LATER:
+        try:
+            importlib.import_module(module, __name__)
+        except Exception:  # the fork goes on: the child imports it itself
+            pass
+
+
+import os as _os  # noqa: E402
+
+_os.register_at_fork(before=_before_fork)
+del _os
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # from now on found without this call
+    return value
 
 __all__ = [
     "ArenaPoolError",
@@ -122,10 +185,12 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
     warns that the process has threads (``DeprecationWarning``), arenapool's included.
     A child made by ``fork`` starts its own when it installs or opens a phase.
 
-    With ``ARENAPOOL=off`` in the environment, ``install()`` does nothing, and says so
-    once (:class:`ArenaPoolWarning`): the variable rules arenapool out whatever the
-    program calls. ``ARENAPOOL=on`` calls it as the interpreter starts (see the
-    package's README).
+    With ``ARENAPOOL=off`` (or ``0``, ``false``, ``no``, any case) in the environment,
+    ``install()`` does nothing, and says so once for the program
+    (:class:`ArenaPoolWarning`; not again in the workers it starts): the variable
+    rules arenapool out whatever the program calls. ``ARENAPOOL=on`` (or ``1``,
+    ``true``, ``yes``) installs the hooks as the interpreter starts, and the rest with
+    the first library it integrates with (see the package's README).
 
     Installing again is cheap and changes nothing but the threshold (and wraps the
     calling context's own handler if it has one). :func:`phase` installs the hooks if
@@ -140,13 +205,29 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
         threshold: the size in bytes from which blocks go to arenapool (default
             64 KiB; see :func:`set_threshold`).
     """
+    # Before the hooks: what an import allocates lives as long as its module, and a
+    # block of the hooks' that lives for good keeps them in CPython's chain (uninstall).
+    from ._core import _release
+
+    if _install_hooks(numpy=numpy, threshold=threshold):
+        _release.start_watcher()
+
+
+def _install_hooks(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) -> bool:
+    """:func:`install` but the watcher; whether the hooks are installed (``False``
+    under ``ARENAPOOL=off``). What ``ARENAPOOL=on`` does as the interpreter starts."""
     if _switch.off():
-        warn_once(
-            "switch:off",
-            f"{_switch.VARIABLE}=off in the environment: arenapool.install() does nothing, and "
-            "no phase sends memory to arenapool. Unset it to let the program install arenapool",
-        )
-        return
+        if _switch.first_in_program():  # once for the program: its workers install too
+            import warnings
+
+            warnings.warn(
+                f"{_switch.VARIABLE}={_switch.value()} in the environment: arenapool.install() "
+                f"does nothing, and no phase sends memory to arenapool. Unset it to let the "
+                f"program install arenapool",
+                ArenaPoolWarning,
+                stacklevel=3,
+            )
+        return False
     if numpy is not None and not isinstance(numpy, bool):
         raise TypeError(
             f"arenapool.install(numpy=...) takes True, False or None, not "
@@ -166,7 +247,7 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
         _arenapool.install_numpy_default()
         _arenapool.install_numpy()
     _arrow.give_back_by_default()
-    _release.start_watcher()
+    return True
 
 
 def uninstall() -> bool:
@@ -276,7 +357,7 @@ class _PhaseClass(type):
         return None
 
 
-class phase(contextlib.ContextDecorator, metaclass=_PhaseClass):
+class phase(metaclass=_PhaseClass):
     """A process-wide phase: a ``with`` block, or a decorator.
 
     While a phase is open, on every thread of the process, large blocks go to the
@@ -333,9 +414,17 @@ class phase(contextlib.ContextDecorator, metaclass=_PhaseClass):
         self.released = []
         self._open = None
 
-    def _recreate_cm(self) -> "phase":
-        # Each call of a decorated function has a phase of its own (calls may overlap).
-        return phase()
+    def __call__(self, function: _F) -> _F:
+        """``function`` as a phase: each call of it a phase of its own (calls may
+        overlap)."""
+        import functools  # here, not at the top: not imported as the interpreter starts
+
+        @functools.wraps(function)
+        def in_a_phase(*args: Any, **kwargs: Any) -> Any:
+            with phase():
+                return function(*args, **kwargs)
+
+        return in_a_phase  # type: ignore[return-value]  # wraps: the same signature
 
     def __enter__(self) -> "phase":
         if self._open is not None:
@@ -358,11 +447,15 @@ class phase(contextlib.ContextDecorator, metaclass=_PhaseClass):
             )
         self.report = opened.end()
         if not _arenapool.phase_is_open() and not _switch.off():
+            from ._core import _optional, _release
+
             try:
-                self.released = release_others()
+                self.released = _release.release_others()
             except Exception as error:  # MemoryError, say: the phase has ended all the same
                 _optional.log_once("phase end", "arenapool could not give other holders' memory back", error)
-            _record_phase(self.report, self.released)
+            from ._core._breakdown import record_phase
+
+            record_phase(self.report, self.released)
             _release.start_watcher()
         return False
 

@@ -1,6 +1,6 @@
 """The builds arenapool refuses: a free-threaded CPython gets an ImportError naming its
 build before the extension is loaded (simulated in a fresh interpreter, whose
-``sysconfig`` says ``Py_GIL_DISABLED``)."""
+``sys.abiflags`` has the ``t`` of a free-threaded build)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from conftest import run_fresh
 
 IMPORT = """
-import json, sys, sysconfig
+import json, sys
 {setting}
 try:
     import arenapool
@@ -20,8 +20,7 @@ print(json.dumps([error, "arenapool._arenapool" in sys.modules]))
 """
 
 FREE_THREADED = """
-real = sysconfig.get_config_var
-sysconfig.get_config_var = lambda name: 1 if name == "Py_GIL_DISABLED" else real(name)
+sys.abiflags += "t"
 """
 
 

@@ -42,10 +42,71 @@ def test_the_wheel_puts_the_hook_in_site_packages():
     assert len(lines) == 1 and lines[0].startswith("import "), lines
 
 
-def test_unset_imports_nothing():
-    for value in (None, "", "off"):
-        loaded, _ = run("import sys, json; print(json.dumps(sorted(m for m in sys.modules if 'arenapool' in m)))", value)
-        assert loaded == [], (value, loaded)
+# The values understood, as people write them: any case, spaces around ignored.
+ON_VALUES = ["on", "ON", "1", "true", "True", " yes ", "YES"]
+OFF_VALUES = ["off", "OFF", "0", "false", "False", " no ", "NO"]
+
+
+@pytest.mark.parametrize("value", [None, "", "  ", *OFF_VALUES])
+def test_unset_or_off_imports_nothing(value):
+    loaded, err = run("import sys, json; print(json.dumps(sorted(m for m in sys.modules if 'arenapool' in m)))", value)
+    assert loaded == [], (value, loaded)
+    assert err == "", err
+
+
+@pytest.mark.parametrize("value", ON_VALUES)
+def test_each_value_that_is_on_installs_at_start(value):
+    seen, err = run(
+        """
+        import json, sys
+        started = "arenapool._integrations._startup" in sys.modules
+        from arenapool import _arenapool
+        print(json.dumps([started, _arenapool.taking()]))
+        """,
+        value,
+    )
+    assert seen == [True, True], (value, seen, err)
+    assert err == "", err
+
+
+# What ARENAPOOL=on may import as the interpreter starts, beyond what the interpreter
+# imports without it: arenapool's light modules (the rest is imported when used).
+STARTUP_MODULES = {
+    "__future__",  # `from __future__ import annotations` in arenapool's modules
+    "arenapool",
+    "arenapool._arenapool",
+    "arenapool._core",
+    "arenapool._core._arrow",
+    "arenapool._core._build",
+    "arenapool._core._switch",
+    "arenapool._core._warnings",
+    "arenapool._integrations",
+    "arenapool._integrations._after_import",
+    "arenapool._integrations._startup",
+}
+
+# The program's own modules and threads, read without importing anything (os is
+# imported by site): the modules' names and each thread's name but the main one's.
+MODULES_AND_THREADS = """
+import os, sys
+threads = sorted(open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task")
+                 if int(task) != os.getpid())
+print(str([sorted(sys.modules), threads, "threading" in sys.modules]).replace("'", '"').replace("False", "false").replace("True", "true"))
+"""
+
+
+def test_on_costs_its_start_only_arenapools_light_modules_and_no_thread_of_pythons():
+    (plain, plain_threads, _), _ = run(MODULES_AND_THREADS, None)
+    (on, on_threads, threading_imported), err = run(MODULES_AND_THREADS, "on")
+    assert "arenapool._integrations._startup" in on, on  # it did start
+    assert set(on) - set(plain) <= STARTUP_MODULES, sorted(set(on) - set(plain) - STARTUP_MODULES)
+    # No thread of Python's (threading is not even imported): the watcher starts with
+    # the first library it gives back for, or phase. The hooks' idle return is the
+    # extension's one thread: it cannot be started from inside the allocator.
+    assert plain_threads == [] and not threading_imported, (plain_threads, threading_imported)
+    # (It names itself as it begins: it may not have yet.)
+    assert len(on_threads) <= 1, on_threads
+    assert err == "", err
 
 
 ON = """
@@ -53,11 +114,12 @@ import json, os, sys
 from arenapool import _arenapool
 from arenapool._core import _release
 seen = {"installed": _arenapool.taking(), "numpy_before": "numpy" in sys.modules,
-        "pyarrow_before": "pyarrow" in sys.modules, "watcher": _release._watcher_pid == os.getpid()}
+        "pyarrow_before": "pyarrow" in sys.modules, "watcher_before": _release._watcher_pid == os.getpid()}
 import numpy, joblib, concurrent.futures, pyarrow
 import arenapool.joblib, arenapool.futures
 seen.update(numpy=_arenapool.numpy_installed(), joblib=arenapool.joblib.installed(),
-            futures=arenapool.futures.installed(), pool=pyarrow.default_memory_pool().backend_name)
+            futures=arenapool.futures.installed(), pool=pyarrow.default_memory_pool().backend_name,
+            watcher=_release._watcher_pid == os.getpid())
 print(json.dumps(seen))
 """
 
@@ -68,6 +130,7 @@ def test_on_installs_at_start_and_each_integration_at_its_import():
         "installed": True,
         "numpy_before": False,
         "pyarrow_before": False,
+        "watcher_before": False,  # started with the first library it gives back for
         "watcher": True,
         "numpy": True,
         "joblib": True,
@@ -133,7 +196,8 @@ def test_a_module_looked_for_before_its_import_gets_its_integration_at_the_impor
     assert seen == [True, True], (seen, err)
 
 
-def test_off_wins_over_install():
+@pytest.mark.parametrize("value", ["off", "0", "FALSE", " no "])
+def test_off_wins_over_install(value):
     seen, err = run(
         """
         import json, warnings
@@ -146,11 +210,12 @@ def test_off_wins_over_install():
                 pass
         print(json.dumps([arenapool.installed(), [(w.category.__name__, str(w.message)) for w in caught]]))
         """,
-        "off",
+        value,
     )
     installed, caught = seen
     assert not installed
-    assert len(caught) == 1 and caught[0][0] == "ArenaPoolWarning" and "ARENAPOOL=off" in caught[0][1], caught
+    assert len(caught) == 1 and caught[0][0] == "ArenaPoolWarning", caught
+    assert f"ARENAPOOL={value.strip()} in the environment" in caught[0][1], caught
 
 
 def test_an_integration_that_fails_warns_and_the_import_goes_on(tmp_path):
@@ -173,10 +238,40 @@ def test_an_integration_that_fails_warns_and_the_import_goes_on(tmp_path):
     assert "joblib" in caught[0][1], caught
 
 
-def test_a_value_neither_on_nor_off_warns_and_the_program_runs():
-    seen, err = run("import json, sys; print(json.dumps('arenapool._integrations._startup' in sys.modules))", "yes")
+def test_a_value_not_understood_warns_at_the_variable_and_the_program_runs():
+    seen, err = run("import json, sys; print(json.dumps('arenapool._integrations._startup' in sys.modules))", "maybe")
     assert seen is True
-    assert "ArenaPoolWarning" in err and "neither 'on' nor 'off'" in err, err
+    # One warning, placed at the variable, naming its value and the values understood;
+    # no line of arenapool's or of the interpreter's start.
+    assert err.splitlines() == [
+        "<environment: ARENAPOOL>:0: ArenaPoolWarning: ARENAPOOL='maybe' is not a value arenapool "
+        "understands, so it runs as if ARENAPOOL were unset. ARENAPOOL=on (or 1, true, yes) installs "
+        "arenapool in every process of the program; ARENAPOOL=off (or 0, false, no) keeps it out; any case"
+    ], err
+
+
+# A program with loky's workers and resource tracker, each a process that starts with
+# the variable.
+JOBLIB_PROGRAM = """
+import json
+from joblib import Parallel, delayed
+SETUP
+print(json.dumps(sum(Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(100)))))
+"""
+
+
+@pytest.mark.parametrize(
+    "value, setup",
+    [("maybe", ""), ("off", "import arenapool.joblib; arenapool.joblib.install()")],
+)
+def test_one_warning_about_the_variable_for_a_whole_program(tmp_path, value, setup):
+    pytest.importorskip("joblib")
+    program = tmp_path / "program.py"
+    program.write_text(JOBLIB_PROGRAM.replace("SETUP", setup))
+    seen, err = run(str(program), value)
+    assert seen == 4950
+    said = [line for line in err.splitlines() if "ArenaPoolWarning" in line]
+    assert len(said) == 1 and "ARENAPOOL=" in said[0] and value in said[0], err
 
 
 def test_an_arenapool_that_cannot_be_imported_warns_and_the_program_runs(tmp_path):

@@ -57,10 +57,11 @@ def test_glibc_figures_are_mallinfo():
         MALLINFO
         + """
 import json, arenapool
+breakdown = arenapool.breakdown  # its modules imported before the heaps are measured
 blocks = [libc.malloc(1000) for _ in range(100_000)]   # 100 MB in glibc's heaps
 for b in blocks[:-1:2]:
     libc.free(b)                                        # half of it free, not at the top
-g = arenapool.breakdown().glibc
+g = breakdown().glibc
 info = mallinfo()
 print(json.dumps([g.in_use, g.free, info.uordblks + info.hblkhd, info.fordblks]))
 """

@@ -24,16 +24,20 @@ from __future__ import annotations
 import os
 import sys
 
-from . import _release
-from ._release import use_arrow_jemalloc
 from ._warnings import warn_once
 
-__all__ = ["NO_JEMALLOC", "give_back_by_default"]
+__all__ = ["JEMALLOC_CONF", "JEMALLOC_AT_ONCE", "NO_JEMALLOC", "give_back_by_default", "jemalloc_when_pyarrow_loads"]
 
 # The key of the one warning that pyarrow has no jemalloc pool, whoever finds it out.
 NO_JEMALLOC = "arrow:no-jemalloc"
 
 _POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+
+# What use_arrow_jemalloc gives Arrow's jemalloc unless the user set it: freed pages
+# back at once. Arrow's own setting keeps them a second, for its background thread to
+# give back; its pool's release_unused() asks jemalloc for nothing here (pyarrow 26).
+JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF"
+JEMALLOC_AT_ONCE = "dirty_decay_ms:0,muzzy_decay_ms:0"
 
 # The process that set the pool (a child made by fork has the parent's pool).
 _done_in = 0
@@ -43,12 +47,15 @@ def give_back_by_default() -> None:
     """Make Arrow's default pool one that gives back, once per process (see the
     module's docs). Warns once, and leaves Arrow as it is, if that cannot be done."""
     global _done_in
-    if _done_in == os.getpid() or not _release.arrow_on():
+    if _done_in == os.getpid() or not _arrow_on():
         return
     _done_in = os.getpid()
     if _POOL_VARIABLE in os.environ:
         return  # the program's choice (or this process's own, before pyarrow loaded)
     pa = sys.modules.get("pyarrow")
+    if pa is None:  # as the interpreter starts (ARENAPOOL=on): nothing more to import
+        jemalloc_when_pyarrow_loads()
+        return
     try:
         if pa is not None:
             if pa.default_memory_pool().backend_name != "mimalloc":
@@ -63,6 +70,8 @@ def give_back_by_default() -> None:
                     stacklevel=4,
                 )
                 return
+        from ._release import use_arrow_jemalloc
+
         use_arrow_jemalloc()
     except Exception as error:
         warn_once(
@@ -71,3 +80,20 @@ def give_back_by_default() -> None:
             f"({type(error).__name__}: {error}); Arrow keeps its own",
             stacklevel=4,
         )
+
+
+def jemalloc_when_pyarrow_loads(at_once: bool = True) -> None:
+    """Arrow's jemalloc pool as its default when pyarrow loads, purging each freed page
+    at once with ``at_once`` unless ``JE_ARROW_MALLOC_CONF`` is set (see
+    :func:`arenapool.use_arrow_jemalloc`): pyarrow is not imported yet."""
+    os.environ[_POOL_VARIABLE] = "jemalloc"
+    if at_once:
+        os.environ.setdefault(JEMALLOC_CONF, JEMALLOC_AT_ONCE)
+
+
+def _arrow_on() -> bool:
+    """``set_release(arrow=...)``'s setting, without importing the module that keeps
+    it (it is not imported as the interpreter starts): until that module is imported,
+    nothing has switched it off."""
+    release = sys.modules.get(f"{__package__}._release")
+    return release is None or bool(release.arrow_on())

@@ -5,14 +5,15 @@ error that says so instead of the extension failing to initialise."""
 from __future__ import annotations
 
 import sys
-import sysconfig
 
 
 def check_build() -> None:
     """Raises ``ImportError`` on a free-threaded CPython (``Py_GIL_DISABLED``, 3.13t on):
     arenapool's hooks and its give-back of pymalloc's pools rely on the GIL, and its
     wheel is for the stable ABI, which those builds do not load."""
-    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+    # "t" in the ABI flags marks a free-threaded build (PEP 703); read from sys, not
+    # sysconfig, whose import and build data the interpreter's start would pay.
+    if "t" not in sys.abiflags:
         return
     version = "%d.%d" % sys.version_info[:2]
     raise ImportError(

@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import Callable, Deque, List, Optional, Tuple
 
-from . import _holders
+from . import _arrow, _holders
 from ._optional import log_once
 from ._warnings import warn_once
 from .._arenapool import phase_is_open, pymalloc_arenas_made
@@ -271,13 +271,6 @@ def start_watcher() -> None:
         _watcher_pid = 0
 
 
-# What use_arrow_jemalloc gives Arrow's jemalloc unless the user set it: freed pages
-# back at once. Arrow's own setting keeps them a second, for its background thread to
-# give back; its pool's release_unused() asks jemalloc for nothing here (pyarrow 26).
-_ARROW_JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF"
-_ARROW_JEMALLOC_AT_ONCE = "dirty_decay_ms:0,muzzy_decay_ms:0"
-
-
 def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
     """Make Arrow's jemalloc pool its default, so that the memory of Arrow's buffers
     (pandas' strings, Parquet's pages) goes back after they are dropped, from whatever
@@ -301,9 +294,7 @@ def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
 
     pa = sys.modules.get("pyarrow")
     if pa is None:
-        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
-        if at_once:
-            os.environ.setdefault(_ARROW_JEMALLOC_CONF, _ARROW_JEMALLOC_AT_ONCE)
+        _arrow.jemalloc_when_pyarrow_loads(at_once)
         return False
     if "jemalloc" not in pa.supported_memory_backends():
         from .._arenapool import ArenaPoolError
@@ -312,7 +303,7 @@ def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
             "this pyarrow was built without its jemalloc pool: install pyarrow's wheel from "
             "PyPI, or call arenapool.release_others() on the threads that drop Arrow's buffers"
         )
-    if at_once and _ARROW_JEMALLOC_CONF not in os.environ:
+    if at_once and _arrow.JEMALLOC_CONF not in os.environ:
         pa.jemalloc_set_decay_ms(0)
     pa.set_memory_pool(pa.jemalloc_memory_pool())
     return True

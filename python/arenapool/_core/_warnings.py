@@ -11,9 +11,6 @@ with ``"ignore"``.
 
 from __future__ import annotations
 
-import warnings
-from typing import Dict
-
 __all__ = ["ArenaPoolWarning", "first_time", "warn_once"]
 
 
@@ -24,7 +21,7 @@ class ArenaPoolWarning(UserWarning):
     """
 
 
-def first_time(seen: Dict[str, object], key: str) -> bool:
+def first_time(seen: dict[str, object], key: str) -> bool:
     """Whether ``key`` is new to ``seen``, which holds it from now on. One call of
     ``dict.setdefault``, atomic in the interpreter: no lock, since a lock held while the
     key is added (which allocates) could be wanted again, on the same thread, by a
@@ -33,7 +30,7 @@ def first_time(seen: Dict[str, object], key: str) -> bool:
     return seen.setdefault(key, mine) is mine
 
 
-_said: Dict[str, object] = {}
+_said: dict[str, object] = {}
 
 
 def warn_once(key: str, message: str, *, stacklevel: int = 3) -> None:
@@ -44,4 +41,6 @@ def warn_once(key: str, message: str, *, stacklevel: int = 3) -> None:
     """
     if not first_time(_said, key):
         return
+    import warnings  # here, not at the top: not imported as the interpreter starts
+
     warnings.warn(message, ArenaPoolWarning, stacklevel=stacklevel)

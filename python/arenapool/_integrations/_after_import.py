@@ -12,12 +12,17 @@ raises warns once (:class:`arenapool.ArenaPoolWarning`) and the import goes on.
 from __future__ import annotations
 
 import sys
-from importlib.abc import Loader, MetaPathFinder
-from importlib.machinery import ModuleSpec
-from types import ModuleType
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .._core._warnings import warn_once
+
+# Imported as the interpreter starts (ARENAPOOL=on): the finder and the loader are
+# plain classes with the methods the import system calls, and typing's and
+# importlib's names are only for type checkers.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 __all__ = ["after_import"]
 
@@ -52,7 +57,7 @@ def _run(name: str, function: Callable[[], None]) -> None:
         )
 
 
-class _Finder(MetaPathFinder):
+class _Finder:
     """The finder on ``sys.meta_path`` (see the module's docs)."""
 
     def find_spec(
@@ -65,7 +70,9 @@ class _Finder(MetaPathFinder):
             return spec  # not a module it can wait for
         # The function stays waiting until the module runs: a program may only look for
         # the module (importlib.util.find_spec) and import it later.
-        spec.loader = _ThenRun(spec.loader, fullname)
+        # A loader by the methods the import system calls, not by importlib.abc's class
+        # (whose import the interpreter's start would pay).
+        spec.loader = _ThenRun(spec.loader, fullname)  # type: ignore[assignment]
         return spec
 
 
@@ -84,7 +91,7 @@ def _spec_from_others(
     return None
 
 
-class _ThenRun(Loader):
+class _ThenRun:
     """``loader``, then the function waiting for the module once it has run."""
 
     def __init__(self, loader: Any, name: str) -> None:

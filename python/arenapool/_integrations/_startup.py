@@ -2,19 +2,31 @@
 
 The wheel puts ``arenapool.pth`` in site-packages, whose one line Python runs as it
 starts (before the program, before numpy or pyarrow is imported). The line reads the
-environment variable and, only when it is set and not ``off``, imports this module,
-which:
+environment variable and, only when it is set to a value that is not off (``off``,
+``0``, ``false``, ``no``, any case), imports this module, which, when the value is on
+(``on``, ``1``, ``true``, ``yes``; another value warns once for the program, see
+:mod:`arenapool._core._switch`):
 
-- installs arenapool's hooks (:func:`arenapool.install`), with Arrow's default pool set
-  to give back what it frees (it is chosen when pyarrow loads; see
-  :func:`arenapool.install`), and the watcher that gives back what the program drops
-  while no phase is open;
+- installs arenapool's hooks (:func:`arenapool.install` but the watcher), with Arrow's
+  default pool set to give back what it frees (it is chosen when pyarrow loads; see
+  :func:`arenapool.install`);
 - installs each integration when its library is first imported: numpy's memory
   handler (``numpy``), :func:`arenapool.joblib.install` (``joblib``),
   :func:`arenapool.futures.install` (``concurrent.futures``),
   :func:`arenapool.dask.install` and ``arenapool.dask`` as a preload of every Dask
   worker the process starts (``distributed``), :func:`arenapool.ray.install` (``ray``);
-- starts the watcher again in each child made by ``fork``.
+  with the first of them, or ``pyarrow``, the rest of :func:`arenapool.install`: the
+  watcher that gives back what the program drops while no phase is open;
+- starts the watcher again in each child made by ``fork``, once it has run.
+
+It imports nothing else as the interpreter starts, and starts no thread of Python's:
+``python -c pass`` pays the extension's load and the hooks' install, and its modules
+are the interpreter's own plus arenapool's light ones (``tests/test_startup.py`` lists
+them). The watcher waits for one of those libraries, or a phase's end (which starts
+it too): before either, what the hooks' arenas and glibc's heaps hold free goes back
+when the process goes idle, through the hooks' idle return (the extension's thread,
+which the hooks start as they install: it cannot be started from inside the
+allocator); pymalloc's free pools wait for the watcher.
 
 Child processes inherit the variable: workers started by ``spawn``, ``forkserver``,
 loky, Dask's nanny or Ray's raylet run this at their own start. Nothing here raises
@@ -26,14 +38,21 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Optional, Tuple
 
-from .. import install
-from .._core import _release, _switch
-from .._core._warnings import warn_once
+from .. import _install_hooks, install
+from .._core import _switch
 from ._after_import import after_import
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Optional, Tuple
+
 __all__ = ["start"]
+
+
+def _all_of_install() -> None:
+    """:func:`arenapool.install`, the watcher included, without importing numpy for it."""
+    install(numpy=None if "numpy" in sys.modules else False)
 
 
 def _numpy() -> None:
@@ -43,12 +62,14 @@ def _numpy() -> None:
 def _joblib() -> None:
     from .. import joblib
 
+    _all_of_install()
     joblib.install()
 
 
 def _futures() -> None:
     from .. import futures
 
+    _all_of_install()
     futures.install()
 
 
@@ -57,6 +78,7 @@ def _dask() -> None:
 
     from .. import dask as arenapool_dask
 
+    _all_of_install()
     arenapool_dask.install()
     preloads = list(dask.config.get("distributed.worker.preload", default=None) or [])
     if "arenapool.dask" not in preloads:
@@ -66,17 +88,28 @@ def _dask() -> None:
 def _ray() -> None:
     from .. import ray
 
+    _all_of_install()
     ray.install()
 
 
 # Each library, arenapool's module for it, and what installs the integration.
 _INTEGRATIONS: Tuple[Tuple[str, Optional[str], Callable[[], None]], ...] = (
     ("numpy", None, _numpy),
+    ("pyarrow", None, _all_of_install),
     ("joblib", "arenapool.joblib", _joblib),
     ("concurrent.futures", "arenapool.futures", _futures),
     ("distributed", "arenapool.dask", _dask),
     ("ray", "arenapool.ray", _ray),
 )
+
+
+def _watcher_in_children_made_by_fork() -> None:
+    """Once the watcher's module is imported (and has registered its own handler, which
+    clears the parent's watcher out of the child): each child made by ``fork`` starts
+    its own."""
+    from .._core import _release
+
+    os.register_at_fork(after_in_child=_release.start_watcher)
 
 
 def _once_loaded(own: Optional[str], integration: Callable[[], None]) -> Callable[[], None]:
@@ -95,11 +128,9 @@ def _once_loaded(own: Optional[str], integration: Callable[[], None]) -> Callabl
 
 def start() -> None:
     """What ``ARENAPOOL=on`` does as the interpreter starts (see the module's docs)."""
-    if _switch.setting() != "on":
+    if _switch.setting() != "on" or not _install_hooks(numpy=False):
         return
-    install(numpy=None if "numpy" in sys.modules else False)  # never imported for it
-    _release.start_watcher()
-    os.register_at_fork(after_in_child=_release.start_watcher)
+    after_import("arenapool._core._release", _watcher_in_children_made_by_fork, library="arenapool's watcher")
     for name, own, integration in _INTEGRATIONS:
         after_import(name, _once_loaded(own, integration))
         if own is not None:  # the library may first be imported by arenapool's module
@@ -109,9 +140,7 @@ def start() -> None:
 try:
     start()
 except Exception as error:  # never into the program's start
-    warn_once(
-        "startup",
-        f"ARENAPOOL=on: arenapool could not install itself as the interpreter started "
-        f"({type(error).__name__}: {error}); the program runs without it",
-        stacklevel=2,
+    _switch.warn_about_variable(
+        f"{_switch.VARIABLE}={_switch.value()}: arenapool could not install itself as the "
+        f"interpreter started ({type(error).__name__}: {error}); the program runs without it"
     )
