@@ -13,9 +13,10 @@ use crate::work::binding;
 use crate::work::percpu::PerCpu;
 use crate::work::route::{self, FLOOR};
 
-/// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
-/// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page
-/// of theirs is known to [`RawAlloc::owns`].
+/// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU: they keep
+/// freed pages as jemalloc's automatic arenas do, whatever their size (see
+/// [`decay::keep_as_outside`]), and every page of theirs is known to
+/// [`RawAlloc::owns`].
 static ARENAS: PerCpu = PerCpu::new();
 
 /// Allocation for code that does not go through Rust's `GlobalAlloc`, with the routing
@@ -26,8 +27,11 @@ static ARENAS: PerCpu = PerCpu::new();
 /// - on a thread in a scope or pool job: that thread's arena;
 /// - in a [`phase`](crate::phase), from [`phase_threshold`](crate::phase_threshold)
 ///   bytes up: the phase arena of the calling thread's CPU;
-/// - otherwise: an arena of this crate's per CPU that behaves as jemalloc's own do
-///   (freed pages decay over jemalloc's default 10 s).
+/// - otherwise: an arena of this crate's per CPU that keeps freed pages for reuse as
+///   jemalloc's own do (they decay over 10 s), whatever their size: a large buffer
+///   reused in a loop is not given back at every free. What it keeps goes back when
+///   the process goes idle ([`set_idle_return`](crate::set_idle_return)), at the next
+///   phase's end, or by [`trim`](crate::trim).
 ///
 /// Where that arena has no room for the block, or cannot be made (these arenas are made
 /// on first use; jemalloc may refuse a new one, at its limit of arenas or with no
@@ -199,8 +203,6 @@ fn general_arena() -> Option<u32> {
     }
     // No huge pages: these arenas decay as jemalloc's do, in pieces while work runs,
     // which would break huge pages up over and over.
-    ARENAS
-        .make(false, Use::Raw, decay::decay_as_jemalloc)
-        .ok()?;
+    ARENAS.make(false, Use::Raw, decay::keep_as_outside).ok()?;
     ARENAS.pick()
 }
