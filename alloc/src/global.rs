@@ -8,6 +8,7 @@ use tikv_jemallocator::Jemalloc;
 
 use crate::policy::{decay, idle, phase_peak, purge};
 use crate::work::binding;
+use crate::work::raw::RawAlloc;
 use crate::work::route::{self, FLOOR};
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge, and
@@ -34,8 +35,8 @@ use crate::work::route::{self, FLOOR};
 /// automatic arena an oversize threshold no size reaches (one control call per
 /// thread): jemalloc would otherwise give every freed extent of 8 MiB and more back at
 /// once, inside the free, and a large buffer reused in a loop would be faulted in again
-/// at every use. That arena keeps freed pages over jemalloc's decay (10 s) whatever
-/// their size; the idle return ([`set_idle_return`](crate::set_idle_return)), the next
+/// at every use. That arena keeps freed pages over jemalloc's decay (10 s by default)
+/// whatever their size; the idle return ([`set_idle_return`](crate::set_idle_return)), the next
 /// phase's end and [`trim`](crate::trim) give them back.
 /// Nothing unwinds out of these methods: jemalloc reports failure with a null pointer.
 #[derive(Debug, Default, Clone, Copy)]
@@ -141,8 +142,12 @@ unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
     let arena = purge::free(ptr, Some(layout.size()), |_| unsafe {
         Jemalloc.dealloc(ptr, layout)
     });
-    if arena.is_some_and(phase_peak::keeps) {
-        phase_peak::freed(layout.size());
+    match arena {
+        Some(arena) if phase_peak::keeps(arena) => phase_peak::freed(layout.size()),
+        // One of jemalloc's arenas, which keep freed extents of every size (see
+        // `route::before_jemallocs`), unless a scope's thread frees it.
+        None if !binding::is_bound() => phase_peak::freed_outside(layout.size()),
+        _ => {}
     }
 }
 
@@ -175,6 +180,10 @@ unsafe fn realloc_large(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u
     };
     if block.is_null() {
         return route::elsewhere(routed, realloc);
+    }
+    // A block of jemalloc's arenas that moved was freed there: counted as a free is.
+    if block != ptr && layout.size() >= FLOOR && !RawAlloc::owns(ptr) && !binding::is_bound() {
+        phase_peak::freed_outside(layout.size());
     }
     block
 }

@@ -3,8 +3,9 @@
 //! Every control name is translated to a MIB once, on first use, and cached in [`Mibs`];
 //! per-arena names are looked up with index 0 and the index component is patched in, so
 //! no name is ever formatted or parsed on a scope's path. The allocator itself reaches
-//! this module on one rare path only: a large free whose purge jemalloc skipped, into an
-//! idle arena of this crate's (`crate::policy::purge::free`).
+//! this module on two rare paths only: a large free whose purge jemalloc skipped, into
+//! an idle arena of this crate's (`crate::policy::purge::free`), and a thread's first
+//! large block outside phases (`crate::work::route::before_jemallocs`).
 //!
 //! The rest of the crate is kept away from `mallctl*` by `clippy::disallowed_methods`.
 #![allow(clippy::disallowed_methods)]

@@ -27,11 +27,11 @@ use crate::error::Error;
 use crate::figures::memory;
 use crate::figures::report::{self, Report};
 use crate::figures::tally::{Label, Tally, Work};
-use crate::mechanism::ctl::{self, ARENAS_ALL};
+use crate::mechanism::ctl;
 use crate::mechanism::fork::{self, Lock, LockGuard};
 use crate::mechanism::table::Use;
-use crate::mechanism::{c_heap, huge, table};
-use crate::policy::{decay, purge};
+use crate::mechanism::{c_heap, huge};
+use crate::policy::{decay, phase_peak, purge};
 use crate::work::install::ensure_routable;
 use crate::work::route::{self, FLOOR, PHASE_ARENAS as ARENAS};
 
@@ -486,10 +486,8 @@ fn end() -> (usize, Duration) {
     (returned, started.elapsed())
 }
 
-/// The process's arenas that serve blocks outside phases and scopes: jemalloc's
-/// automatic ones, its arena for oversize blocks, and [`RawAlloc`](crate::RawAlloc)'s
-/// arenas for blocks outside phases.
+/// The process's arenas that serve blocks outside phases and scopes (see
+/// [`phase_peak::outside_arenas`]).
 fn other_arenas() -> impl Iterator<Item = u32> {
-    let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
-    (0..count).filter(|&i| !table::is_ours(i) || table::arena(i).serves() == Use::Raw)
+    phase_peak::outside_arenas()
 }

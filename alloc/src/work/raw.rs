@@ -99,11 +99,21 @@ impl RawAlloc {
             return Self::alloc(new_size, align);
         }
         let size = new_size.max(1);
+        // A block that moves out of an arena for blocks outside phases is freed there:
+        // counted as a free is (see `phase_peak`). Its size, read while it is live.
+        let outside = map::arena_of(ptr as usize)
+            .filter(|&arena| phase_peak::serves_outside(arena))
+            // SAFETY: a live block of jemalloc's (the caller's contract).
+            .map(|_| unsafe { ffi::sallocx(ptr.cast(), 0) });
         // SAFETY: `ptr` is a live block of jemalloc's (the caller's contract), the size
         // non-zero, the flags valid; a failed call leaves the block as it was.
-        attempt(size, align, |flags| unsafe {
+        let block = attempt(size, align, |flags| unsafe {
             ffi::rallocx(ptr.cast(), size, flags)
-        })
+        });
+        if let Some(old) = outside.filter(|_| !block.is_null() && block != ptr) {
+            phase_peak::freed_outside(old);
+        }
+        block
     }
 
     /// Frees a block. Null does nothing.
@@ -116,17 +126,24 @@ impl RawAlloc {
             idle::notice();
             let mut kept = None;
             let _ = purge::free(ptr, None, |arena| {
-                // The size of a block a phase arena keeps, read while it is live.
-                if arena.is_some_and(phase_peak::keeps) {
-                    // SAFETY: a live block of jemalloc's (the caller's contract).
-                    kept = Some(unsafe { ffi::sallocx(ptr.cast(), 0) });
+                // The size of a block that a phase arena, or one for blocks outside
+                // phases, keeps, read while it is live.
+                if let Some(arena) = arena {
+                    if phase_peak::keeps(arena) || phase_peak::serves_outside(arena) {
+                        // SAFETY: a live block of jemalloc's (the caller's contract).
+                        kept = Some((arena, unsafe { ffi::sallocx(ptr.cast(), 0) }));
+                    }
                 }
                 // SAFETY: a live block of jemalloc's, freed once (the caller's
                 // contract), straight to its arena.
                 unsafe { ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE) };
             });
-            if let Some(size) = kept {
-                phase_peak::freed(size);
+            match kept {
+                Some((arena, size)) if phase_peak::serves_outside(arena) => {
+                    phase_peak::freed_outside(size)
+                }
+                Some((_, size)) => phase_peak::freed(size),
+                None => {}
             }
         }
     }

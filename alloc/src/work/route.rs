@@ -10,11 +10,11 @@
 //! extent of its oversize threshold (8 MiB) or more: a block of that size asked for
 //! from one of its automatic arenas goes to its arena for oversize blocks, whose decay
 //! is 0, and a free that leaves a free extent of that size in an automatic arena
-//! (decay 10 s) is purged there and then. A buffer reused in a loop would be faulted
+//! (whose decay is 10 s by default) is purged there and then. A buffer reused in a loop would be faulted
 //! in again at every use. So the first time a thread that is not bound asks for a
 //! large block ([`before_jemallocs`]), its automatic arena is given an oversize
 //! threshold no size reaches: its blocks of 8 MiB and more stay in it, and its freed
-//! pages decay over 10 s whatever their size. The idle return, the next phase's end
+//! pages decay as its others do (10 s by default) whatever their size. The idle return, the next phase's end
 //! and [`trim`](crate::trim) give back what it keeps, as before.
 
 use std::cell::Cell;
