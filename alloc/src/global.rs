@@ -8,6 +8,7 @@ use tikv_jemallocator::Jemalloc;
 
 use crate::policy::{decay, idle, phase_peak, purge};
 use crate::work::binding;
+use crate::work::raw::RawAlloc;
 use crate::work::route::{self, FLOOR};
 
 /// jemalloc as the global allocator, with arenas that scopes can bind and purge, and
@@ -23,11 +24,20 @@ use crate::work::route::{self, FLOOR};
 ///
 /// Outside any phase it *is* [`tikv_jemallocator::Jemalloc`]: every method forwards to
 /// it unchanged, after one comparison of the size with a constant (and, for blocks of
-/// 16 KiB and more, one relaxed load, out of line), so the hot path costs the same. Which arena an allocation comes from is decided inside jemalloc by the calling
+/// 16 KiB and more, a relaxed load and a thread-local read, out of line), so the hot
+/// path costs the same.
+/// Which arena an allocation comes from is decided inside jemalloc by the calling
 /// thread's binding, which scopes change through jemalloc's control interface; while a
 /// [`phase`](crate::phase) is open, blocks of [`phase_threshold`](crate::phase_threshold)
 /// bytes and more (allocated, zeroed or grown by `realloc`) asked for by threads that are
 /// not bound go to the phase arenas instead, with the same alignment and contents.
+/// Outside phases, the first large block a thread that is not bound asks for gives its
+/// automatic arena an oversize threshold no size reaches (one control call per
+/// thread): jemalloc would otherwise give every freed extent of 8 MiB and more back at
+/// once, inside the free, and a large buffer reused in a loop would be faulted in again
+/// at every use. That arena keeps freed pages over jemalloc's decay (10 s by default)
+/// whatever their size; the idle return ([`set_idle_return`](crate::set_idle_return)), the next
+/// phase's end and [`trim`](crate::trim) give them back.
 /// Nothing unwinds out of these methods: jemalloc reports failure with a null pointer.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ArenaAlloc;
@@ -98,6 +108,9 @@ unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
         unsafe { ffi::mallocx(layout.size(), flags | zero) }
     };
     let routed = route::route(layout.size());
+    if routed.is_none() {
+        route::before_jemallocs();
+    }
     let block = match routed {
         Some(arena) => alloc(arena).cast(),
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we forward.
@@ -129,8 +142,12 @@ unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
     let arena = purge::free(ptr, Some(layout.size()), |_| unsafe {
         Jemalloc.dealloc(ptr, layout)
     });
-    if arena.is_some_and(phase_peak::keeps) {
-        phase_peak::freed(layout.size());
+    match arena {
+        Some(arena) if phase_peak::keeps(arena) => phase_peak::freed(layout.size()),
+        // One of jemalloc's arenas, which keep freed extents of every size (see
+        // `route::before_jemallocs`), unless a scope's thread frees it.
+        None if !binding::is_bound() => phase_peak::freed_outside(layout.size()),
+        _ => {}
     }
 }
 
@@ -153,6 +170,9 @@ unsafe fn realloc_large(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u
         unsafe { ffi::rallocx(ptr.cast(), new_size, flags) }
     };
     let routed = route::route(new_size);
+    if routed.is_none() {
+        route::before_jemallocs();
+    }
     let block = match routed {
         Some(arena) => realloc(arena).cast(),
         // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
@@ -160,6 +180,10 @@ unsafe fn realloc_large(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u
     };
     if block.is_null() {
         return route::elsewhere(routed, realloc);
+    }
+    // A block of jemalloc's arenas that moved was freed there: counted as a free is.
+    if block != ptr && layout.size() >= FLOOR && !RawAlloc::owns(ptr) && !binding::is_bound() {
+        phase_peak::freed_outside(layout.size());
     }
     block
 }

@@ -78,6 +78,7 @@ pub use self::mechanism::c_heap::{c_heap, set_trim_c_heap_after_phase, CHeap, CH
 #[cfg(feature = "fault-injection")]
 pub use self::mechanism::faults;
 pub use self::mechanism::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
+pub use self::policy::background::stop_background_threads;
 pub use self::policy::idle::{idle_return, set_idle_return, IDLE_RETURN_ENV};
 pub use self::work::arena::{live_arenas, Arena};
 pub use self::work::binding::{current_arena, Binding};

@@ -2,23 +2,34 @@
 is, with the recipes users are given, and with arenapool, each run in a fresh process.
 
 Prints, for each program and configuration: the parent's RSS at the start, after the
-parallel call and after ``del`` + ``gc.collect()`` (MiB), the call's wall time and the
-parent's CPU time (seconds), as medians over ``--runs`` fresh processes with the
-smallest and largest in parentheses. Parent CPU is the steadier figure for speed on a
-busy machine.
+parallel call and after ``del`` + ``gc.collect()`` (MiB), the most any worker process
+holds above its start right after ``del`` and two seconds later (MiB), the call's wall
+time, the parent's CPU time and the worker processes' CPU time over the call
+(seconds), and the wall time and the workers' CPU time as ratios to glibc's of the same
+round of runs: medians over ``--runs`` fresh processes, the configurations' runs
+interleaved, with the smallest and largest in parentheses.
 
 Programs:
 
 - ``joblib``: the joblib report: ``Parallel(n_jobs=2)`` over ``--tasks`` tasks (4,000)
-  each returning ``np.ones(50000)`` (400 KB: 1.5 GiB of results), loky backend.
+  each returning ``np.ones(50000)`` (400 KB: 1.5 GiB of results), loky backend, the
+  workers warmed first by a call of a few tasks.
 - ``threads``: the same results made in the workers of a ``ThreadPoolExecutor`` of
-  two threads.
+  two threads (no worker processes: their columns are empty).
 
 Configurations: ``glibc`` (nothing done), ``trim-threshold``
 (``MALLOC_TRIM_THRESHOLD_=65536``, what Dask sets), ``malloc_trim`` (``malloc_trim(0)``
 called after ``del``), ``arenapool`` (:func:`arenapool.joblib.install`, or a phase
-around the thread pool's map). ``--threshold`` sets the size from which arenapool's
-hooks take blocks (:func:`arenapool.set_threshold`) in the ``arenapool`` configuration.
+around the thread pool's map), ``ARENAPOOL=on`` (the variable set, nothing in the
+program). ``--threshold`` sets the size from which arenapool's hooks take blocks
+(:func:`arenapool.set_threshold`) in the ``arenapool`` configuration.
+
+``--guard`` measures only what a change could make slower, and prints one line per
+figure, ``guard <name> <ratio> <low> <high>``: the ratio arenapool/glibc, median and
+range over ``--runs`` interleaved pairs of fresh processes (the joblib report's
+program): ``report_wall`` and ``report_workers_cpu`` with ``ARENAPOOL=on``,
+``report_wall_install`` and ``report_workers_cpu_install`` with
+:func:`arenapool.joblib.install`.
 
 ``--dask`` runs the Dask rows instead (see ``arenapool._bench._dask``): the client that
 gathers (with the scheduler in its process, and in one of its own), joblib's dask
@@ -67,13 +78,20 @@ if TYPE_CHECKING:
 
     import numpy
 
-CONFIGS = ["glibc", "trim-threshold", "malloc_trim", "arenapool"]
+CONFIGS = ["glibc", "trim-threshold", "malloc_trim", "arenapool", "ARENAPOOL=on"]
 PROGRAMS = ["joblib", "threads"]
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as f:
+def _rss_mib(pid: str = "self") -> float:
+    with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _cpu_seconds(pid: int) -> float:
+    """A process's user and system CPU time so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _results(_: int) -> numpy.ndarray:
@@ -81,6 +99,14 @@ def _results(_: int) -> numpy.ndarray:
     import numpy as np
 
     return np.ones(50_000)
+
+
+def _loky_workers() -> List[int]:
+    """The process ids of joblib's loky workers now."""
+    from joblib.externals.loky import reusable_executor
+
+    executor = reusable_executor._executor
+    return sorted(dict(executor._processes or {})) if executor is not None else []
 
 
 def _child(program: str, config: str, tasks: int, rounds: int, threshold: int = 0) -> None:
@@ -98,9 +124,17 @@ def _child(program: str, config: str, tasks: int, rounds: int, threshold: int = 
             arenapool.set_threshold(threshold)
         arenapool.install()
         arenapool.joblib.install()
+    workers: List[int] = []
+    if program == "joblib":
+        # The report's workers were warm: started, and their first tasks run.
+        Parallel(n_jobs=2)(delayed(os.getpid)() for _ in range(20))
+        time.sleep(1.0)
+        workers = _loky_workers()
     rows = []
     start = _rss_mib()
     for _ in range(rounds):
+        workers_start = [_rss_mib(str(pid)) for pid in workers]
+        workers_cpu0 = sum(_cpu_seconds(pid) for pid in workers)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         if program == "joblib":
             results = Parallel(n_jobs=2)(delayed(np.ones)(50_000) for _ in range(tasks))
@@ -114,14 +148,22 @@ def _child(program: str, config: str, tasks: int, rounds: int, threshold: int = 
             with ThreadPoolExecutor(2) as pool:
                 results = list(pool.map(_results, range(tasks)))
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        held = _rss_mib()
+        row: Dict[str, Optional[float]] = {"wall": wall, "cpu": cpu}
+        if workers:
+            row["workers_cpu"] = sum(_cpu_seconds(pid) for pid in workers) - workers_cpu0
+        row["held"] = _rss_mib()
         del results
         gc.collect()
         if config == "malloc_trim":
             import ctypes
 
             ctypes.CDLL("libc.so.6").malloc_trim(0)
-        rows.append({"start": start, "held": held, "after": _rss_mib(), "wall": wall, "cpu": cpu})
+        row["start"], row["after"] = start, _rss_mib()
+        if workers:
+            row["workers_after"] = max(_rss_mib(str(pid)) - s for pid, s in zip(workers, workers_start))
+            time.sleep(2.0)
+            row["workers_idle"] = max(_rss_mib(str(pid)) - s for pid, s in zip(workers, workers_start))
+        rows.append(row)
     print(json.dumps(rows))
 
 
@@ -322,8 +364,11 @@ def _state_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 def _run(program: str, config: str, tasks: int, rounds: int, threshold: int = 0) -> List[Dict[str, float]]:
     env = dict(os.environ)
     env.pop("MALLOC_TRIM_THRESHOLD_", None)
+    env.pop("ARENAPOOL", None)
     if config == "trim-threshold":
         env["MALLOC_TRIM_THRESHOLD_"] = "65536"
+    if config == "ARENAPOOL=on":
+        env["ARENAPOOL"] = "on"
     out = subprocess.run(
         [sys.executable, "-m", "arenapool.bench", "--child", program, config, str(tasks), str(rounds),
          str(threshold)],
@@ -345,6 +390,8 @@ def _table_head(intro: str, columns: List[str]) -> None:
 
 
 def _cell(values: List[float], digits: int = 0) -> str:
+    if not values:
+        return "–"
     med = statistics.median(values)
     if len(values) == 1:
         return f"{med:.{digits}f}"
@@ -388,6 +435,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="parallel calls back to back in each process (1)")
     parser.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated: " + ", ".join(PROGRAMS))
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
+    parser.add_argument("--guard", action="store_true",
+                        help="only the ratios a slower change would move, one line each: guard <name> <ratio> <low> <high>")
     parser.add_argument("--state", action="store_true",
                         help="report 001 instead: a large array that every task reads, under each start method")
     parser.add_argument("--state-mib", type=int, default=256, help="--state: the array's size (256)")
@@ -427,26 +476,77 @@ def main(argv: List[str]) -> int:
         return 0
     if args.state:
         return _state_main(args, parser)
+    if args.guard:
+        return _guard(args)
     programs = _chosen(parser, "program", args.programs, PROGRAMS)
     configs = _chosen(parser, "configuration", args.configs, CONFIGS)
     if args.threshold and args.threshold < 0:
         parser.error("--threshold must be positive")
     threshold = f", arenapool's threshold {args.threshold} bytes" if args.threshold else ""
     _table_head(
-        f"{args.tasks} tasks of np.ones(50000), 2 workers, {args.runs} fresh processes each,"
-        f" {args.rounds} round(s) per process{threshold}; RSS in MiB, times in s",
-        ["program", "configuration", "start", "held", "after del + gc (every round)", "wall", "parent CPU"],
+        f"{args.tasks} tasks of np.ones(50000), 2 workers, {args.runs} fresh processes each (interleaved),"
+        f" {args.rounds} round(s) per process{threshold}; RSS in MiB, times in s, ratios to glibc's",
+        ["program", "configuration", "start", "held", "after del + gc (every round)", "workers after del",
+         "workers 2 s later", "wall", "wall vs glibc", "parent CPU", "workers' CPU", "workers' CPU vs glibc"],
     )
     for program in programs:
+        runs = _interleaved(program, configs, args)
         for config in configs:
-            runs = [_run(program, config, args.tasks, args.rounds, args.threshold) for _ in range(args.runs)]
-            rounds = [r for run in runs for r in run]
+            rounds = [r for run in runs[config] for r in run]
             print(
-                f"| {program} | {config} | {_cell([r['start'] for r in rounds])} | {_cell([r['held'] for r in rounds])}"
-                f" | {_cell([r['after'] for r in rounds])} | {_cell([r['wall'] for r in rounds], 2)}"
-                f" | {_cell([r['cpu'] for r in rounds], 2)} |",
+                f"| {program} | {config} | {_cell(_column(rounds, 'start'))} | {_cell(_column(rounds, 'held'))}"
+                f" | {_cell(_column(rounds, 'after'))} | {_cell(_column(rounds, 'workers_after'))}"
+                f" | {_cell(_column(rounds, 'workers_idle'))} | {_cell(_column(rounds, 'wall'), 2)}"
+                f" | {_cell(_ratios(runs, config, 'wall'), 2)} | {_cell(_column(rounds, 'cpu'), 2)}"
+                f" | {_cell(_column(rounds, 'workers_cpu'), 2)} | {_cell(_ratios(runs, config, 'workers_cpu'), 2)} |",
                 flush=True,
             )
+    return 0
+
+
+def _interleaved(program: str, configs: List[str], args: argparse.Namespace) -> Dict[str, List[List[Dict[str, float]]]]:
+    """``args.runs`` fresh processes of each configuration, one of each in turn (so that
+    what else the machine does weighs on all alike)."""
+    runs: Dict[str, List[List[Dict[str, float]]]] = {config: [] for config in configs}
+    for _ in range(args.runs):
+        for config in configs:
+            runs[config].append(_run(program, config, args.tasks, args.rounds, args.threshold))
+    return runs
+
+
+def _column(rounds: List[Dict[str, float]], key: str) -> List[float]:
+    return [r[key] for r in rounds if r.get(key) is not None]
+
+
+def _ratios(runs: Dict[str, List[List[Dict[str, float]]]], config: str, key: str) -> List[float]:
+    """``key`` in ``config``'s rounds over the same round of glibc's run of the same turn
+    (empty without glibc's runs)."""
+    if "glibc" not in runs:
+        return []
+    return [
+        mine[key] / base[key]
+        for ours, glibc in zip(runs[config], runs["glibc"])
+        for mine, base in zip(ours, glibc)
+        if mine.get(key) is not None and base.get(key)
+    ]
+
+
+GUARDS = [
+    ("report_wall", "ARENAPOOL=on", "wall"),
+    ("report_workers_cpu", "ARENAPOOL=on", "workers_cpu"),
+    ("report_wall_install", "arenapool", "wall"),
+    ("report_workers_cpu_install", "arenapool", "workers_cpu"),
+]
+
+
+def _guard(args: argparse.Namespace) -> int:
+    """``--guard``: the figures a regression would move, as ratios to glibc's; one line
+    each, ``guard <name> <ratio> <low> <high>``."""
+    configs = ["glibc"] + sorted({config for _, config, _ in GUARDS})
+    runs = _interleaved("joblib", configs, args)
+    for name, config, key in GUARDS:
+        ratios = _ratios(runs, config, key) or [math.nan]  # nan: glibc's figure was 0
+        print(f"guard {name} {statistics.median(ratios):.3f} {min(ratios):.3f} {max(ratios):.3f}", flush=True)
     return 0
 
 

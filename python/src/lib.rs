@@ -26,6 +26,11 @@ fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The Python layer trims glibc's heaps itself at a phase's end, and reports it
     // (`arenapool.release_others`).
     arenapool_alloc::set_trim_c_heap_after_phase(false);
+    // `_RJEM_MALLOC_CONF` is read by every jemalloc of tikv's build in the process: one
+    // set for another library's (polars') would start background threads in this one,
+    // which serves arenapool alone. Nothing arenapool gives back depends on them; they
+    // only cost time. A refusal (not expected) leaves them running: slower, still right.
+    let _ = arenapool_alloc::stop_background_threads();
     m.add(
         "ArenaPoolError",
         m.py().get_type::<errors::ArenaPoolError>(),

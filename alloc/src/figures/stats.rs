@@ -82,7 +82,8 @@ pub struct Stats {
     /// The arenas of scopes and of [`Arena`](crate::Arena)s held by hand.
     pub scope: Held,
     /// [`RawAlloc`](crate::RawAlloc)'s arenas (one per CPU, once it made its first block
-    /// outside a phase and a scope).
+    /// outside a phase and a scope). Their freed pages stay for reuse until the
+    /// process goes idle, the next phase ends, or a [`trim`](crate::trim).
     pub raw: Held,
     /// This crate's arenas on the free list, waiting for reuse (what they hold is
     /// what escaped their last work and is still alive).

@@ -3,8 +3,9 @@
 //! Every control name is translated to a MIB once, on first use, and cached in [`Mibs`];
 //! per-arena names are looked up with index 0 and the index component is patched in, so
 //! no name is ever formatted or parsed on a scope's path. The allocator itself reaches
-//! this module on one rare path only: a large free whose purge jemalloc skipped, into an
-//! idle arena of this crate's (`crate::policy::purge::free`).
+//! this module on two rare paths only: a large free whose purge jemalloc skipped, into
+//! an idle arena of this crate's (`crate::policy::purge::free`), and a thread's first
+//! large block outside phases (`crate::work::route::before_jemallocs`).
 //!
 //! The rest of the crate is kept away from `mallctl*` by `clippy::disallowed_methods`.
 #![allow(clippy::disallowed_methods)]
@@ -191,6 +192,9 @@ struct Mibs {
     arena_dss: Mib<3>,
     arena_dirty_decay_ms: Mib<3>,
     arena_muzzy_decay_ms: Mib<3>,
+    arena_oversize_threshold: Mib<3>,
+    /// `None` where jemalloc was built without background threads.
+    background_thread: Option<Mib<1>>,
     arena_dirty_purged: Mib<4>,
     arena_muzzy_purged: Mib<4>,
     arena_resident: Mib<4>,
@@ -210,8 +214,6 @@ struct Mibs {
     large_min: usize,
     /// The largest size a thread's cache holds (`arenas.tcache_max`).
     tcache_max: usize,
-    /// The dirty decay time jemalloc gives new arenas (`arenas.dirty_decay_ms`).
-    default_dirty_decay_ms: isize,
     /// `opt.percpu_arena` is set: jemalloc ties threads to per-CPU arenas and refuses
     /// to move them back from a manual arena to an automatic one.
     percpu_arena: bool,
@@ -227,7 +229,6 @@ impl Mibs {
         let large_min = Mib::<4>::lookup(c"arenas.lextent.0.size")?;
         let percpu = Mib::<2>::lookup(c"opt.percpu_arena")?;
         let tcache_max = Mib::<2>::lookup(c"arenas.tcache_max")?;
-        let dirty_decay = Mib::<2>::lookup(c"arenas.dirty_decay_ms")?;
         // Missing from jemalloc builds older than the option: as if 0.
         let process_madvise = Mib::<2>::lookup(c"opt.process_madvise_max_batch").ok();
         Ok(Mibs {
@@ -244,6 +245,8 @@ impl Mibs {
             arena_dss: Mib::lookup(c"arena.0.dss")?,
             arena_dirty_decay_ms: Mib::lookup(c"arena.0.dirty_decay_ms")?,
             arena_muzzy_decay_ms: Mib::lookup(c"arena.0.muzzy_decay_ms")?,
+            arena_oversize_threshold: Mib::lookup(c"arena.0.oversize_threshold")?,
+            background_thread: Mib::lookup(c"background_thread").ok(),
             arena_dirty_purged: Mib::lookup(c"stats.arenas.0.dirty_purged")?,
             arena_muzzy_purged: Mib::lookup(c"stats.arenas.0.muzzy_purged")?,
             arena_resident: Mib::lookup(c"stats.arenas.0.resident")?,
@@ -262,8 +265,6 @@ impl Mibs {
             large_min: unsafe { large_min.read::<usize>()? },
             // SAFETY: `arenas.tcache_max` is a `size_t`.
             tcache_max: unsafe { tcache_max.read::<usize>()? },
-            // SAFETY: `arenas.dirty_decay_ms` is an `ssize_t`.
-            default_dirty_decay_ms: unsafe { dirty_decay.read::<isize>()? },
             percpu_arena: {
                 // SAFETY: `opt.percpu_arena` is a `const char *`.
                 let name = unsafe { percpu.read::<*const c_char>()? };
@@ -539,9 +540,30 @@ pub(crate) fn cached_classes() -> CtlResult<Vec<CachedClass>> {
     Ok(classes)
 }
 
-/// The dirty decay time jemalloc gives arenas it creates (10 s unless configured).
-pub(crate) fn default_dirty_decay_ms() -> CtlResult<isize> {
-    Ok(mibs()?.default_dirty_decay_ms)
+/// Sets arena `index`'s oversize threshold: a free that leaves a free extent of this
+/// size or more is purged at once, whatever the arena's decay (unless it is -1, or
+/// background threads run), and, for an automatic arena, a block of this size or more
+/// asked for by a thread it serves goes to jemalloc's arena for oversize blocks.
+/// `usize::MAX`: never.
+pub(crate) fn arena_set_oversize_threshold(index: u32, bytes: usize) -> CtlResult<()> {
+    // SAFETY: `arena.<i>.oversize_threshold` is a `size_t`.
+    unsafe {
+        mibs()?
+            .arena_oversize_threshold
+            .at(1, index)
+            .write::<usize>(bytes)
+    }
+}
+
+/// Stops jemalloc's background threads if they run (`background_thread`, which
+/// `_RJEM_MALLOC_CONF` can turn on); returns whether they ran (never, in a jemalloc
+/// built without them).
+pub(crate) fn stop_background_threads() -> CtlResult<bool> {
+    match mibs()?.background_thread {
+        // SAFETY: `background_thread` is a `bool`.
+        Some(mib) => unsafe { mib.swap::<bool>(false) },
+        None => Ok(false),
+    }
 }
 
 /// The smallest allocation jemalloc serves with an extent of its own.

@@ -186,15 +186,27 @@ pub(crate) fn return_freed(index: u32) -> CtlResult<()> {
     set
 }
 
-/// Gives arena `index` (one of this crate's) the dirty decay time jemalloc gives its own
-/// arenas (10 s unless configured), so that it behaves as they do.
-pub(crate) fn decay_as_jemalloc(index: u32) -> CtlResult<()> {
+/// How long the arenas for blocks outside phases keep a freed page before they give it
+/// back, in milliseconds: jemalloc's default for its own arenas, set by this crate
+/// whatever `_RJEM_MALLOC_CONF` says.
+pub(crate) const OUTSIDE_DECAY_MS: isize = 10_000;
+
+/// Sets arena `index` (one of this crate's, for blocks outside phases and scopes) to
+/// keep freed pages as jemalloc's own arenas keep them, without jemalloc's two ways of
+/// giving a large block back the moment it is freed: it keeps a freed page for reuse
+/// over [`OUTSIDE_DECAY_MS`], whatever its size (its oversize threshold is never
+/// reached: jemalloc would otherwise purge, inside the free, every free extent of 8 MiB
+/// and more, and a buffer reused in a loop would be faulted in again at every use).
+/// What it keeps goes back when the process goes idle (see [`crate::policy::idle`]),
+/// at the next phase's end, or by [`trim`](crate::trim).
+pub(crate) fn keep_as_outside(index: u32) -> CtlResult<()> {
     let _locked = purge::lock(index);
     // jemalloc purges it on its own from now on: no start's figures hold.
     table::arena(index)
         .started_sure
         .store(false, Ordering::Relaxed);
-    ctl::arena_set_decay(index, Pages::Dirty, ctl::default_dirty_decay_ms()?)
+    ctl::arena_set_oversize_threshold(index, usize::MAX)?;
+    ctl::arena_set_decay(index, Pages::Dirty, OUTSIDE_DECAY_MS)
 }
 
 /// Where the start of the switcher's thread stands in this process: one of the four

@@ -14,8 +14,9 @@
 //! -1), up to a bound (see [`crate::policy::phase_peak`]); when the last one ends,
 //! every free page goes back at once and, until the next phase, whatever is freed in
 //! them goes back the moment it is freed (dirty decay 0), on any thread. Then the free
-//! pages of the process's other arenas (jemalloc's own: small objects freed during the
-//! phase) are purged too, unless [`set_trim_after_phase`] turned that off, and glibc's
+//! pages of the process's other arenas (jemalloc's own, where small objects freed
+//! during the phase went, and this crate's for blocks outside phases, which keep what
+//! was freed before the phase for reuse) are purged too, unless [`set_trim_after_phase`] turned that off, and glibc's
 //! `malloc` heaps are trimmed (see
 //! [`set_trim_c_heap_after_phase`](crate::set_trim_c_heap_after_phase)).
 
@@ -26,11 +27,11 @@ use crate::error::Error;
 use crate::figures::memory;
 use crate::figures::report::{self, Report};
 use crate::figures::tally::{Label, Tally, Work};
-use crate::mechanism::ctl::{self, ARENAS_ALL};
+use crate::mechanism::ctl;
 use crate::mechanism::fork::{self, Lock, LockGuard};
 use crate::mechanism::table::Use;
-use crate::mechanism::{c_heap, huge, table};
-use crate::policy::{decay, purge};
+use crate::mechanism::{c_heap, huge};
+use crate::policy::{decay, phase_peak, purge};
 use crate::work::install::ensure_routable;
 use crate::work::route::{self, FLOOR, PHASE_ARENAS as ARENAS};
 
@@ -103,7 +104,8 @@ pub fn set_phase_threshold(bytes: usize) -> Result<(), Error> {
 
 /// Whether the end of the last open phase also gives back the free pages of the
 /// process's other arenas (jemalloc's own, where small objects freed during the phase
-/// went): on by default. Arenas of scopes and pools are never purged by a phase.
+/// went, and the arenas for blocks outside phases, which keep large blocks freed
+/// before the phase for reuse): on by default. Arenas of scopes and pools are never purged by a phase.
 ///
 /// Turned off, the pages of small objects freed during a phase go back by jemalloc's
 /// decay instead, over seconds; a program whose small objects churn between phases
@@ -484,9 +486,8 @@ fn end() -> (usize, Duration) {
     (returned, started.elapsed())
 }
 
-/// The process's arenas that are not this crate's: jemalloc's automatic ones and its
-/// arena for oversize blocks.
+/// The process's arenas that serve blocks outside phases and scopes (see
+/// [`phase_peak::outside_arenas`]).
 fn other_arenas() -> impl Iterator<Item = u32> {
-    let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
-    (0..count).filter(|&i| !table::is_ours(i))
+    phase_peak::outside_arenas()
 }

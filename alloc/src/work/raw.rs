@@ -13,9 +13,10 @@ use crate::work::binding;
 use crate::work::percpu::PerCpu;
 use crate::work::route::{self, FLOOR};
 
-/// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU, with
-/// jemalloc's own decay: they behave as jemalloc's automatic arenas do, but every page
-/// of theirs is known to [`RawAlloc::owns`].
+/// Arenas for [`RawAlloc`]'s blocks outside phases and scopes, one per CPU: they keep
+/// freed pages as jemalloc's automatic arenas do, whatever their size (see
+/// [`decay::keep_as_outside`]), and every page of theirs is known to
+/// [`RawAlloc::owns`].
 static ARENAS: PerCpu = PerCpu::new();
 
 /// Allocation for code that does not go through Rust's `GlobalAlloc`, with the routing
@@ -26,8 +27,11 @@ static ARENAS: PerCpu = PerCpu::new();
 /// - on a thread in a scope or pool job: that thread's arena;
 /// - in a [`phase`](crate::phase), from [`phase_threshold`](crate::phase_threshold)
 ///   bytes up: the phase arena of the calling thread's CPU;
-/// - otherwise: an arena of this crate's per CPU that behaves as jemalloc's own do
-///   (freed pages decay over jemalloc's default 10 s).
+/// - otherwise: an arena of this crate's per CPU that keeps freed pages for reuse as
+///   jemalloc's own do (they decay over 10 s), whatever their size: a large buffer
+///   reused in a loop is not given back at every free. What it keeps goes back when
+///   the process goes idle ([`set_idle_return`](crate::set_idle_return)), at the next
+///   phase's end, or by [`trim`](crate::trim).
 ///
 /// Where that arena has no room for the block, or cannot be made (these arenas are made
 /// on first use; jemalloc may refuse a new one, at its limit of arenas or with no
@@ -95,11 +99,21 @@ impl RawAlloc {
             return Self::alloc(new_size, align);
         }
         let size = new_size.max(1);
+        // A block that moves out of an arena for blocks outside phases is freed there:
+        // counted as a free is (see `phase_peak`). Its size, read while it is live.
+        let outside = map::arena_of(ptr as usize)
+            .filter(|&arena| phase_peak::serves_outside(arena))
+            // SAFETY: a live block of jemalloc's (the caller's contract).
+            .map(|_| unsafe { ffi::sallocx(ptr.cast(), 0) });
         // SAFETY: `ptr` is a live block of jemalloc's (the caller's contract), the size
         // non-zero, the flags valid; a failed call leaves the block as it was.
-        attempt(size, align, |flags| unsafe {
+        let block = attempt(size, align, |flags| unsafe {
             ffi::rallocx(ptr.cast(), size, flags)
-        })
+        });
+        if let Some(old) = outside.filter(|_| !block.is_null() && block != ptr) {
+            phase_peak::freed_outside(old);
+        }
+        block
     }
 
     /// Frees a block. Null does nothing.
@@ -112,17 +126,24 @@ impl RawAlloc {
             idle::notice();
             let mut kept = None;
             let _ = purge::free(ptr, None, |arena| {
-                // The size of a block a phase arena keeps, read while it is live.
-                if arena.is_some_and(phase_peak::keeps) {
-                    // SAFETY: a live block of jemalloc's (the caller's contract).
-                    kept = Some(unsafe { ffi::sallocx(ptr.cast(), 0) });
+                // The size of a block that a phase arena, or one for blocks outside
+                // phases, keeps, read while it is live.
+                if let Some(arena) = arena {
+                    if phase_peak::keeps(arena) || phase_peak::serves_outside(arena) {
+                        // SAFETY: a live block of jemalloc's (the caller's contract).
+                        kept = Some((arena, unsafe { ffi::sallocx(ptr.cast(), 0) }));
+                    }
                 }
                 // SAFETY: a live block of jemalloc's, freed once (the caller's
                 // contract), straight to its arena.
                 unsafe { ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE) };
             });
-            if let Some(size) = kept {
-                phase_peak::freed(size);
+            match kept {
+                Some((arena, size)) if phase_peak::serves_outside(arena) => {
+                    phase_peak::freed_outside(size)
+                }
+                Some((_, size)) => phase_peak::freed(size),
+                None => {}
             }
         }
     }
@@ -199,8 +220,6 @@ fn general_arena() -> Option<u32> {
     }
     // No huge pages: these arenas decay as jemalloc's do, in pieces while work runs,
     // which would break huge pages up over and over.
-    ARENAS
-        .make(false, Use::Raw, decay::decay_as_jemalloc)
-        .ok()?;
+    ARENAS.make(false, Use::Raw, decay::keep_as_outside).ok()?;
     ARENAS.pick()
 }

@@ -5,14 +5,26 @@
 //! CPU the thread runs on; otherwise where jemalloc puts it. The phase's life (opening,
 //! ending, giving back) is [`crate::phase`]'s: it opens the route with
 //! [`open`] and closes it with [`close`].
+//!
+//! Where jemalloc puts a block, it would give back at once, inside the free, every free
+//! extent of its oversize threshold (8 MiB) or more: a block of that size asked for
+//! from one of its automatic arenas goes to its arena for oversize blocks, whose decay
+//! is 0, and a free that leaves a free extent of that size in an automatic arena
+//! (whose decay is 10 s by default) is purged there and then. A buffer reused in a loop would be faulted
+//! in again at every use. So the first time a thread that is not bound asks for a
+//! large block ([`before_jemallocs`]), its automatic arena is given an oversize
+//! threshold no size reaches: its blocks of 8 MiB and more stay in it, and its freed
+//! pages decay as its others do (10 s by default) whatever their size. The idle return, the next phase's end
+//! and [`trim`](crate::trim) give back what it keeps, as before.
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tikv_jemalloc_sys as ffi;
 
-use crate::mechanism::table;
+use crate::mechanism::{ctl, table};
 use crate::policy::idle;
 use crate::work::binding;
 use crate::work::percpu::PerCpu;
@@ -105,6 +117,39 @@ fn in_each(arenas: impl Iterator<Item = u32>, attempt: impl Fn(u32) -> *mut c_vo
         .find(|block| !block.is_null())
         .unwrap_or(ptr::null_mut())
         .cast()
+}
+
+thread_local! {
+    /// Whether the calling thread's automatic arena keeps freed extents of every size
+    /// (see the module docs).
+    static KEEPS_OVERSIZE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Before a large block that the calling thread asks jemalloc for where jemalloc puts
+/// it: the first time, if the thread is not bound to an arena of this crate's, its
+/// automatic arena is given an oversize threshold no size reaches (see the module
+/// docs). A thread-local read after that.
+#[inline]
+pub(crate) fn before_jemallocs() {
+    if !KEEPS_OVERSIZE.try_with(Cell::get).unwrap_or(true) {
+        keep_oversize();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn keep_oversize() {
+    if binding::is_bound() {
+        return;
+    }
+    // Marked first: a failed call is not made again at every block (jemalloc's
+    // behaviour then stays, slower, still right).
+    let _ = KEEPS_OVERSIZE.try_with(|keeps| keeps.set(true));
+    if let Ok(index) = ctl::thread_arena() {
+        if !table::is_ours(index) {
+            let _ = ctl::arena_set_oversize_threshold(index, usize::MAX);
+        }
+    }
 }
 
 #[inline(never)]
