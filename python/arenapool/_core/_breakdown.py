@@ -38,10 +38,16 @@ The holders:
   not say how much freed memory a pool still holds; that is in the rest, and
   :func:`arenapool.release_others` says how much of it went back. The ``system``
   pool's bytes are glibc's, counted there.
+- **DuckDB**: its jemalloc (only if DuckDB's library is loaded; it is never loaded
+  here), from its own statistics, read through the control its library exports: pages
+  with live blocks, free pages not given back yet (a phase's end and the watcher purge
+  them, see :func:`arenapool.set_release`), metadata.
 - **numpy**: while ``tracemalloc`` traces, the bytes of array data traced in numpy's
   domain; they are arenapool's or glibc's, counted there.
 - **rest**: the anonymous RSS no holder above accounts for: thread stacks, other
-  allocators (Arrow's freed memory, BLAS), the interpreter's own mappings.
+  allocators (Arrow's freed memory, BLAS), the interpreter's own mappings. The
+  libraries loaded that bring an allocator of their own (DuckDB, polars, Arrow) are
+  named, each with what of its memory could not be read and is in the rest.
 """
 
 from __future__ import annotations
@@ -49,11 +55,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from . import _holders
+from . import _duckdb, _holders, _libraries
 from .._arenapool import memory
+from ._duckdb import DuckDB
 from ._holders import ArrowPool, Glibc, Pymalloc
+from ._libraries import Library
 
-__all__ = ["ArrowPool", "Breakdown", "Glibc", "Pymalloc", "breakdown"]
+__all__ = ["ArrowPool", "Breakdown", "DuckDB", "Glibc", "Library", "Pymalloc", "breakdown"]
 
 _MiB = 2**20
 
@@ -100,6 +108,12 @@ class Breakdown:
     """Arrow's memory pools, if pyarrow is imported."""
     numpy: Optional[int] = None
     """numpy's array data traced by ``tracemalloc`` (``None`` unless it traces)."""
+    duckdb: Optional[DuckDB] = None
+    """DuckDB's jemalloc (``None`` unless DuckDB's library is loaded and can be read:
+    ``libraries`` then says why not)."""
+    libraries: List[Library] = field(default_factory=list)
+    """The libraries loaded that bring an allocator of their own, each with what of its
+    memory is not read here (and so is in the rest)."""
 
     @property
     def attributed(self) -> int:
@@ -111,6 +125,8 @@ class Breakdown:
         if self.pymalloc is not None:
             total += self.pymalloc.in_use + self.pymalloc.free
         total += sum(pool.allocated for pool in self.arrow if pool.backend != "system")
+        if self.duckdb is not None:
+            total += self.duckdb.live + self.duckdb.free + self.duckdb.metadata
         return total
 
     @property
@@ -152,9 +168,14 @@ class Breakdown:
             name = f"arrow:{pool.backend}" + (" default" if pool.is_default else "")
             note = "glibc's" if pool.backend == "system" else ""
             lines.append(row(name, "allocated", pool.allocated, "peak", pool.peak, note))
+        if self.duckdb is not None:
+            note = f"metadata {self.duckdb.metadata / _MiB:.1f}"
+            lines.append(row("duckdb", "live", self.duckdb.live, "free", self.duckdb.free, note))
         if self.numpy is not None:
             lines.append(row("numpy (traced)", "arrays", self.numpy, note="arenapool's or glibc's"))
-        lines.append(row("rest", "", self.rest, note="anonymous, no holder's"))
+        unread = [f"{lib.name} ({lib.allocator}): {lib.unread}" for lib in self.libraries if lib.unread]
+        note = "anonymous, no holder's" + ("; not read: " + "; ".join(unread) if unread else "")
+        lines.append(row("rest", "", self.rest, note=note))
         return "\n".join(lines)
 
 
@@ -175,4 +196,6 @@ def breakdown() -> Breakdown:
         pymalloc=_holders.pymalloc(),
         arrow=_holders.arrow_pools(),
         numpy=_holders.numpy_traced(),
+        duckdb=_duckdb.duckdb(),
+        libraries=_libraries.libraries(),
     )
