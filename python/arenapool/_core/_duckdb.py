@@ -19,7 +19,7 @@ query's intermediates) until DuckDB works again. arenapool asks it to purge them
   freed about a second ago, go back now.
 
 The library is found among those already loaded, from the module that DuckDB's
-package loads (``_duckdb``, or ``duckdb.duckdb`` before DuckDB 1.1), and opened with
+package loads (``_duckdb``, or ``duckdb.duckdb`` in older releases), and opened with
 ``RTLD_NOLOAD``: it is never loaded for arenapool. It is used only if it exports the
 control and that control answers ``version`` with a jemalloc 5. Nothing here raises:
 a DuckDB that cannot be read has no figures, and :func:`unreadable` says why.
@@ -198,8 +198,8 @@ def _found() -> Optional[_Control]:
     if path is None:
         return None  # not loaded (yet)
     try:
-        # RTLD_NOLOAD only looks the library up among those loaded;
-        # it runs none of its code (it has run already) and maps nothing.
+        # RTLD_NOLOAD only looks the library up among those loaded: it runs none of
+        # its code (it has run already) and maps nothing.
         library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
         control = _Control(library)
     except AttributeError:
