@@ -116,3 +116,15 @@ print(json.dumps([_duckdb.duckdb(), _duckdb.unreadable(), [r.holder for r in rel
     assert figures is None and row is None
     assert reason == "its library exports no duckdb_je_mallctl", reason
     assert "duckdb" not in released
+
+
+def test_the_rest_names_polars_by_its_runtime_library(monkeypatch):
+    # polars 2 loads its code from _polars_runtime_<n>/_polars_runtime.abi3.so, older
+    # releases from polars/polars.abi3.so; neither exports its jemalloc's control.
+    from arenapool._core import _libraries
+
+    for mapped in ("_polars_runtime.abi3.so", "polars.abi3.so"):
+        monkeypatch.setattr(_libraries, "_mapped_files", lambda mapped=mapped: {mapped, "libc.so.6"})
+        (polars,) = _libraries.libraries()
+        assert polars.name == "polars" and polars.allocator == "jemalloc", polars
+        assert polars.unread, polars
