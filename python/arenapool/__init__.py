@@ -395,8 +395,8 @@ class phase(metaclass=_PhaseClass):
     """The phase's :class:`Report` once it has ended; ``None`` before and inside the
     block."""
     released: List[Release]
-    """What glibc, pymalloc and Arrow's pools gave back when the phase ended (empty
-    before, and when another phase was still open)."""
+    """What glibc, pymalloc, Arrow's pools and DuckDB gave back when the phase ended
+    (empty before, and when another phase was still open)."""
     _open: Optional[_arenapool.OpenPhase]
 
     def __new__(cls, function: Optional[Callable[..., Any]] = None) -> Any:

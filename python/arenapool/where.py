@@ -64,7 +64,7 @@ def process_report(pid: int) -> Optional[str]:
     else:
         lines.append("  workers (child processes): none")
     lines.append(
-        "  Who holds its own memory (arenapool, glibc's malloc, pymalloc, Arrow) is counted only inside "
+        "  Who holds its own memory (arenapool, glibc's malloc, pymalloc, Arrow, DuckDB) is counted only inside "
         "the process: run print(arenapool.breakdown()) in it, or %arenapool in its notebook."
     )
     return "\n".join(lines)

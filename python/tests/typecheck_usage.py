@@ -55,7 +55,7 @@ def phases() -> None:
         assert_type(released.holder, str)
         assert_type(released.rss_returned, int)
         assert_type(released.seconds, float)
-    arenapool.set_release(glibc=True, arrow=True, min_bytes=1 << 20, watch=1.0)
+    arenapool.set_release(glibc=True, arrow=True, duckdb=True, min_bytes=1 << 20, watch=1.0)
     del arrays
 
 
@@ -70,6 +70,10 @@ def holders() -> None:
         assert_type(b.pymalloc.arenas, int)
     for pool in b.arrow:
         assert_type(pool.allocated, int)
+    if b.duckdb is not None:
+        assert_type(b.duckdb.free, int)
+    for library in b.libraries:
+        assert_type(library.name, str)
     assert_type(arenapool.dask.installed(), bool)
     plugin = arenapool.dask.WorkerPhases(idle=0.5)
     assert_type(plugin.phases, int)

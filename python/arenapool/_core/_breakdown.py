@@ -44,13 +44,18 @@ The holders:
   is never imported here): ``bytes_allocated()`` and ``max_memory()``. pyarrow does
   not say how much freed memory a pool still holds: that is in "not counted". The
   ``system`` pool's bytes are glibc's, counted there.
+- **DuckDB**: its jemalloc (only if DuckDB's library is loaded; it is never loaded
+  here), from its own statistics, read through the control its library exports: pages
+  with live blocks, free pages not given back yet (a phase's end and the watcher purge
+  them, see :func:`arenapool.set_release`), its own bookkeeping (metadata).
 - **numpy**: while ``tracemalloc`` traces, the bytes of array data traced in numpy's
   domain; they are arenapool's or glibc's, counted there.
 - **not counted**: the process's own memory that no holder above accounts for: thread
   stacks, other allocators (Arrow's freed memory, BLAS), the interpreter's own
   mappings. Never negative: where the holders' figures add up to more than the
   process's own memory, the breakdown says which figure counts memory that is not
-  resident.
+  resident. The libraries loaded that bring an allocator of their own (DuckDB, polars,
+  Arrow) are named there, each with what of its memory could not be read.
 """
 
 from __future__ import annotations
@@ -62,16 +67,30 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Deque, List, NamedTuple, Optional, Sequence
 
-from . import _holders, _processes
+from . import _duckdb, _holders, _libraries, _processes
 from .._arenapool import memory
+from ._duckdb import DuckDB
 from ._given_back import Release
 from ._holders import ArrowPool, Glibc, Pymalloc
+from ._libraries import Library
 from ._processes import Child
 
 if TYPE_CHECKING:
     from .._arenapool import Report
 
-__all__ = ["ArrowPool", "Breakdown", "Child", "Glibc", "Holder", "PhaseEnd", "Pymalloc", "breakdown", "record_phase"]
+__all__ = [
+    "ArrowPool",
+    "Breakdown",
+    "Child",
+    "DuckDB",
+    "Glibc",
+    "Holder",
+    "Library",
+    "PhaseEnd",
+    "Pymalloc",
+    "breakdown",
+    "record_phase",
+]
 
 _MiB = 2**20
 
@@ -98,7 +117,7 @@ class PhaseEnd:
     while the phase ran, then used again and given back again, counts each time, so
     this can be more than the phase ever held."""
     released: List[Release] = field(default_factory=list)
-    """What glibc, pymalloc and Arrow's pools gave back at its end."""
+    """What glibc, pymalloc, Arrow's pools and DuckDB gave back at its end."""
 
 
 # The last phases that ended, oldest first: what the breakdown's last phase and its chart
@@ -168,6 +187,12 @@ class Breakdown:
     """The processes it started (pool workers, a cluster's processes), and theirs."""
     peak_rss: int = 0
     """The process's peak RSS since it started (``VmHWM``)."""
+    duckdb: Optional[DuckDB] = None
+    """DuckDB's jemalloc (``None`` unless DuckDB's library is loaded and can be read:
+    ``libraries`` then says why not)."""
+    libraries: List[Library] = field(default_factory=list)
+    """The libraries loaded that bring an allocator of their own, each with what of its
+    memory is not read here (and so is in what no holder counts)."""
 
     @property
     def attributed(self) -> int:
@@ -180,6 +205,8 @@ class Breakdown:
         if self.pymalloc is not None:
             total += self.pymalloc.in_use + self.pymalloc.free
         total += sum(pool.allocated for pool in self.arrow if pool.backend != "system")
+        if self.duckdb is not None:
+            total += self.duckdb.live + self.duckdb.free + self.duckdb.metadata
         return total
 
     @property
@@ -242,15 +269,26 @@ class Breakdown:
                 rows.append(Holder(name, None, f"{_mib(pool.allocated)} in use, counted in glibc's malloc"))
             else:
                 rows.append(Holder(name, pool.allocated, f"in use; {_mib(pool.peak)} at most so far"))
+        if self.duckdb is not None:
+            d = self.duckdb
+            rows.append(
+                Holder(
+                    "DuckDB (its jemalloc)",
+                    d.live + d.free + d.metadata,
+                    f"{_mib(d.live)} in use, {_mib(d.free)} free, {_mib(d.metadata)} of its own bookkeeping",
+                )
+            )
         if self.numpy is not None:
             rows.append(Holder("numpy arrays (traced)", None, f"{_mib(self.numpy)}, counted in arenapool or glibc above"))
+        unread = [f"{lib.name} ({lib.allocator}): {lib.unread}" for lib in self.libraries if lib.unread]
+        not_read = "; not read: " + "; ".join(unread) if unread else ""
         if over > 0:
             rows.append(
                 Holder(
                     "not counted by any holder above",
                     0,
                     f"none: the figures above add up to {_mib(over)} MiB more than its own memory "
-                    "(some count pages not touched yet, or read a moment apart)",
+                    "(some count pages not touched yet, or read a moment apart)" + not_read,
                 )
             )
         else:
@@ -258,7 +296,7 @@ class Breakdown:
                 Holder(
                     "not counted by any holder above",
                     self.not_counted,
-                    "thread stacks, other allocators (BLAS, Arrow's freed memory), the interpreter's own",
+                    "thread stacks, other allocators (BLAS, Arrow's freed memory), the interpreter's own" + not_read,
                 )
             )
         return rows
@@ -403,10 +441,12 @@ def breakdown() -> Breakdown:
     The process's RSS split into code and files, shared memory and its own memory;
     its own memory by holder, each from the holder's own counter (pymalloc's objects,
     glibc's ``malloc`` and numpy, arenapool's arenas, Arrow's pools if pyarrow is
-    imported), and what none of them counts (never negative: where the counters add
-    up to more, it says which counts memory already given back); what the last phase
-    gave back; and the memory of the process's children (pool workers). Reading it
-    costs a few milliseconds (pymalloc's statistics, ``/proc``)."""
+    imported, DuckDB's jemalloc if its library is loaded), and what none of them
+    counts (never negative: where the counters add up to more, it says which counts
+    memory already given back; the libraries whose allocators cannot be read are
+    named there); what the last phase gave back; and the memory of the process's
+    children (pool workers). Reading it costs a few milliseconds (pymalloc's
+    statistics, ``/proc``)."""
     arenapool = memory()
     status = _processes.status()
     anonymous = status.get("RssAnon", arenapool.rss)
@@ -426,5 +466,7 @@ def breakdown() -> Breakdown:
         phases=list(_phases),
         children=_processes.children(),
         peak_rss=arenapool.peak_rss,
+        duckdb=_duckdb.duckdb(),
+        libraries=_libraries.libraries(),
     )
 

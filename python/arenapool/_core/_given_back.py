@@ -1,5 +1,5 @@
-"""``Release``: what asking one holder of memory (glibc, pymalloc, an Arrow pool) to give
-back its free memory did.
+"""``Release``: what asking one holder of memory (glibc, pymalloc, an Arrow pool,
+DuckDB's jemalloc) to give back its free memory did.
 
 This module has no ``from __future__ import annotations``: a ``NamedTuple``'s fields
 keep their types as types (``help(arenapool.Release)`` shows ``holder: str``, not a
@@ -18,7 +18,7 @@ class Release(NamedTuple):
     MiB in 4.1 ms``."""
 
     holder: str
-    """``glibc``, ``pymalloc`` or ``arrow:<backend>``."""
+    """``glibc``, ``pymalloc``, ``arrow:<backend>`` or ``duckdb``."""
     rss_returned: int
     """How much the process's RSS fell during the call, in bytes (other threads'
     allocations meanwhile count against it)."""

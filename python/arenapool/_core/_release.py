@@ -1,9 +1,9 @@
 """When the last phase ends, the process's other allocators give back what they hold
-too: glibc (``malloc_trim(0)``), pymalloc (the pages of its free pools) and Arrow's
-pools (``release_unused()``), each only when its own counters say it has enough free
-to pay for the call. A watcher thread then does the same every ``watch`` seconds while
-no phase is open, for what is dropped after the phase (a data frame built in it and
-deleted later).
+too: glibc (``malloc_trim(0)``), pymalloc (the pages of its free pools), Arrow's
+pools (``release_unused()``) and DuckDB's jemalloc (a purge of its free pages), each
+only when its own counters say it has enough free to pay for the call. A watcher
+thread then does the same every ``watch`` seconds while no phase is open, for what is
+dropped after the phase (a data frame built in it and deleted later).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import sys
 import threading
 from typing import Callable, Deque, List, Optional, Tuple
 
-from . import _arrow, _holders
+from . import _arrow, _duckdb, _holders
 from ._optional import log_once
 from ._warnings import warn_once
 from .._arenapool import phase_is_open, pymalloc_arenas_made
-from ._holders import Release
+from ._given_back import Release
 
 __all__ = ["recent_releases", "release_others", "set_release", "start_watcher", "use_arrow_jemalloc"]
 
@@ -27,6 +27,7 @@ _MiB = 2**20
 _glibc_on = True
 _pymalloc_on = True
 _arrow_on = True
+_duckdb_on = True
 _min_bytes = 1 * _MiB
 _watch: Optional[float] = 1.0
 
@@ -58,6 +59,7 @@ def set_release(
     glibc: Optional[bool] = None,
     pymalloc: Optional[bool] = None,
     arrow: Optional[bool] = None,
+    duckdb: Optional[bool] = None,
     min_bytes: Optional[int] = None,
     watch: Optional[float] = None,
 ) -> None:
@@ -88,11 +90,17 @@ def set_release(
             ``min_bytes`` since its last release, if pyarrow is already imported (on
             by default; pyarrow is never imported for it); off before
             :func:`arenapool.install`, Arrow's default pool is left as it is too.
+        duckdb: purge the free pages of DuckDB's jemalloc when it holds at least
+            ``min_bytes`` of them, if DuckDB's library is loaded (on by default; it is
+            never loaded for it): only pages its allocator counts as free, never a live
+            block. The watcher purges them all once DuckDB is idle (it has allocated
+            and freed nothing for one ``watch``); while it works, only those DuckDB's
+            own decay says are due (freed about a second ago).
         min_bytes: the least a holder must have free for the call (1 MiB).
         watch: seconds between the watcher's checks, while no phase is open, for
             memory dropped after a phase ended (1.0); ``0`` stops the watcher.
     """
-    global _glibc_on, _pymalloc_on, _arrow_on, _min_bytes, _watch
+    global _glibc_on, _pymalloc_on, _arrow_on, _duckdb_on, _min_bytes, _watch
     if min_bytes is not None:
         if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
             raise ValueError(f"min_bytes must be an int of 0 or more (bytes), not {min_bytes!r}")
@@ -106,6 +114,8 @@ def set_release(
         _pymalloc_on = bool(pymalloc)
     if arrow is not None:
         _arrow_on = bool(arrow)
+    if duckdb is not None:
+        _duckdb_on = bool(duckdb)
 
 
 def arrow_on() -> bool:
@@ -138,9 +148,9 @@ def _pymalloc_worth_a_look() -> bool:
 
 
 def release_others() -> List[Release]:
-    """Ask glibc, pymalloc and Arrow's pools to give back their free memory now, each
-    only if it holds enough (see :func:`set_release`); what each gave back and how long
-    it took.
+    """Ask glibc, pymalloc, Arrow's pools and DuckDB's jemalloc to give back their free
+    memory now, each only if it holds enough (see :func:`set_release`); what each gave
+    back and how long it took.
 
     Arrow's default pool on Linux is mimalloc's, whose release reaches only the memory
     of the thread that calls it: buffers made on other threads (a thread pool's, Dask's
@@ -210,11 +220,18 @@ def _release_arrow(any_thread: bool) -> List[Release]:
     return _holders.release_arrow(_min_bytes, any_thread, _recent.extend)
 
 
+def _release_duckdb(any_thread: bool) -> List[Release]:
+    # The watcher's and the frameworks' calls come while DuckDB may be at work.
+    released = _duckdb.release_duckdb(_min_bytes, idle_only=any_thread)
+    return [] if released is None else [released]
+
+
 # Each holder: its name, whether it is switched on, its release.
 _RELEASES: List[Tuple[str, Callable[[], bool], Callable[[bool], List[Release]]]] = [
     ("glibc", lambda: _glibc_on, _release_glibc),
     ("pymalloc", lambda: _pymalloc_on, _release_pymalloc),
     ("arrow", lambda: _arrow_on, _release_arrow),
+    ("duckdb", lambda: _duckdb_on, _release_duckdb),
 ]
 
 

@@ -7,8 +7,8 @@ and its integrations: every ``joblib.Parallel`` call a phase if joblib is instal
 (:mod:`arenapool.futures`), and, once the notebook has imported them (Dask's and Ray's
 imports are not made for it), every Dask gather and ``ray.get`` a phase, and
 :class:`arenapool.dask.WorkerPhases` on the workers of Dask's default client (the last
-``Client`` made), checked before and after each cell. It then asks glibc, pymalloc and
-Arrow to give back what they hold free (:func:`arenapool.release_others`): a kernel
+``Client`` made), checked before and after each cell. It then asks glibc, pymalloc,
+Arrow and DuckDB to give back what they hold free (:func:`arenapool.release_others`): a kernel
 already stuck with the memory of an earlier job gets it back at once. It prints what it
 installed and what that gave back.
 
