@@ -73,6 +73,7 @@ def test_each_value_that_is_on_installs_at_start(value):
 # imports without it: arenapool's light modules (the rest is imported when used).
 STARTUP_MODULES = {
     "__future__",  # `from __future__ import annotations` in arenapool's modules
+    "_tracemalloc",  # built into the interpreter: the raw hook asks whether it traces
     "arenapool",
     "arenapool._arenapool",
     "arenapool._core",

@@ -15,8 +15,9 @@ environment variable and, only when it is set to a value that is not off (``off`
   :func:`arenapool.futures.install` (``concurrent.futures``),
   :func:`arenapool.dask.install` and ``arenapool.dask`` as a preload of every Dask
   worker the process starts (``distributed``), :func:`arenapool.ray.install` (``ray``);
-  with the first of them, or ``pyarrow``, the rest of :func:`arenapool.install`: the
-  watcher that gives back what the program drops while no phase is open;
+  with the first of them, or ``pyarrow`` or ``duckdb``, the rest of
+  :func:`arenapool.install`: the watcher that gives back what the program (or
+  DuckDB's allocator) drops while no phase is open;
 - starts the watcher again in each child made by ``fork``, once it has run.
 
 It imports nothing else as the interpreter starts, and starts no thread of Python's:
@@ -96,6 +97,7 @@ def _ray() -> None:
 _INTEGRATIONS: Tuple[Tuple[str, Optional[str], Callable[[], None]], ...] = (
     ("numpy", None, _numpy),
     ("pyarrow", None, _all_of_install),
+    ("duckdb", None, _all_of_install),
     ("joblib", "arenapool.joblib", _joblib),
     ("concurrent.futures", "arenapool.futures", _futures),
     ("distributed", "arenapool.dask", _dask),
