@@ -207,6 +207,9 @@ def test_installed_over_tracemalloc():
         """
         import json, tracemalloc, numpy as np, arenapool
         from arenapool import _arenapool
+        # A phase's end imports the breakdown's module the first time: imported after
+        # install(), its objects' blocks (arenapool's) would keep the hook in the chain.
+        import arenapool._core._breakdown
         tracemalloc.start()
         arenapool.install()                   # goes under tracemalloc
         assert _arenapool.raw_state() == "wrapped"
