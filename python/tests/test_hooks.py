@@ -202,6 +202,13 @@ def test_a_hook_installed_after_arenapool_keeps_it_in_the_chain():
     )
 
 
+# CPython 3.15's tracemalloc is laid out otherwise than the hook checks: install() under
+# a tracing tracemalloc refuses there (ArenaPoolError, never an abort); going under it
+# on 3.15 is still to do.
+TRACEMALLOC_LAYOUT_KNOWN = sys.version_info < (3, 15)
+
+
+@pytest.mark.skipif(not TRACEMALLOC_LAYOUT_KNOWN, reason="install() under tracemalloc refuses on CPython 3.15 (its layout is not yet known to the hook)")
 def test_installed_over_tracemalloc():
     run_fresh(
         """
@@ -243,6 +250,8 @@ TRACEMALLOC_ORDERS = {
 @pytest.mark.parametrize("order", TRACEMALLOC_ORDERS)
 def test_tracemalloc_started_and_stopped_in_any_order(order):
     steps = TRACEMALLOC_ORDERS[order]
+    if not TRACEMALLOC_LAYOUT_KNOWN and steps.index("start") < steps.index("install"):
+        pytest.skip("install() under tracemalloc refuses on CPython 3.15 (its layout is not yet known to the hook)")
     states = run_fresh(
         f"""
         import ctypes, json, tracemalloc, arenapool
