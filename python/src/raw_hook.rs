@@ -14,7 +14,7 @@
 //! pickle's buffers and arrays made through `PyMem_*`, on any thread, with or without
 //! the interpreter's lock.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -171,13 +171,15 @@ enum Place {
 /// Where the hook must go: on top, unless `tracemalloc` traces.
 ///
 /// `tracemalloc` keeps the three allocators it wraps side by side (`mem`, `raw`, `obj`,
-/// in CPython 3.9 to 3.15 alike), and gives each domain's allocator the address of the
-/// one it wraps as its context: the raw domain's context is then the address of the
-/// raw allocator `tracemalloc` wraps and puts back. That layout is checked before the
-/// address is used: the three domains' contexts one allocator apart, in that order, and
-/// the memory and object domains sharing their functions (`tracemalloc` has one set for
-/// both, another for the raw domain). Where `tracemalloc` traces under another hook, the
-/// check fails and the hook is not installed: `tracemalloc.stop()` would take it out.
+/// in CPython 3.9 to 3.15 alike), in the interpreter's own memory (a static of its
+/// module up to 3.11, a field of the runtime state `_PyRuntime` from 3.12 on), and
+/// gives each domain's allocator the address of the one it wraps as its context: the
+/// raw domain's context is then the address of the raw allocator `tracemalloc` wraps
+/// and puts back. That address is used only once [`is_tracemallocs`] has found the
+/// three domains' allocators to be `tracemalloc`'s; where `tracemalloc` traces under
+/// another hook, or under anything that only looks like it, the check fails and the
+/// hook is not installed (`tracemalloc.stop()` would take it out, or the hook would
+/// be written where it does not belong).
 fn place(py: Python<'_>) -> PyResult<Place> {
     let tracing = py
         .import("_tracemalloc")?
@@ -187,34 +189,119 @@ fn place(py: Python<'_>) -> PyResult<Place> {
         return Ok(Place::Top);
     }
     let (mem, raw, obj) = (current_of(DOMAIN_MEM), current(), current_of(DOMAIN_OBJ));
-    let size = std::mem::size_of::<PyMemAllocatorEx>();
-    let address = |allocator: &PyMemAllocatorEx| allocator.ctx as usize;
-    let function = |allocator: &PyMemAllocatorEx| allocator.malloc.map(|f| f as usize);
-    let laid_out = !raw.ctx.is_null()
-        && address(&raw) % std::mem::align_of::<PyMemAllocatorEx>() == 0
-        && address(&mem).checked_add(size) == Some(address(&raw))
-        && address(&raw).checked_add(size) == Some(address(&obj))
-        && function(&mem).is_some()
-        && function(&mem) == function(&obj)
-        && mem.free.map(|f| f as usize) == obj.free.map(|f| f as usize)
-        && function(&raw).is_some()
-        && function(&raw) != function(&mem);
-    if !laid_out {
+    let functions_shared = py.version_info() >= (3, 15);
+    let runtime_state = py.version_info() >= (3, 12);
+    if !is_tracemallocs([&mem, &raw, &obj], functions_shared, runtime_state) {
         return Err(ArenaPoolError::new_err(
-            "tracemalloc traces, and the raw allocator's chain is not tracemalloc's alone              (another hook was set over it): arenapool's hook cannot go where              tracemalloc.stop() would leave it in place, so it is not installed. Install              arenapool before tracemalloc.start() or that hook, or after tracemalloc.stop()",
+            "tracemalloc traces, and the memory allocators in place are not the ones \
+             tracemalloc sets (another hook was set over it): arenapool's hook cannot go \
+             into the allocator tracemalloc wraps, where tracemalloc.stop() would leave it \
+             in place, so it is not installed. Install arenapool before tracemalloc.start() \
+             or that hook, or after tracemalloc.stop()",
         ));
     }
     let wrapped = raw.ctx.cast::<PyMemAllocatorEx>();
-    // SAFETY: tracemalloc's allocator that the raw domain's context points to, checked
-    // above to be laid out as tracemalloc's; read under the interpreter's lock, under
-    // which tracemalloc changes it.
+    // SAFETY: tracemalloc's allocator that the raw domain's context points to, the
+    // domains' allocators found above to be tracemalloc's; read under the interpreter's
+    // lock, under which tracemalloc changes it.
     let inner = unsafe { ptr::read_volatile(wrapped) };
     if inner.malloc.is_none() || inner.free.is_none() {
         return Err(ArenaPoolError::new_err(
-            "tracemalloc traces, and the allocator it wraps has no functions: arenapool's              hook is not installed; install it after tracemalloc.stop()",
+            "tracemalloc traces, and the allocator it wraps has no functions: arenapool's \
+             hook is not installed; install it after tracemalloc.stop()",
         ));
     }
     Ok(Place::UnderTracemalloc(wrapped))
+}
+
+/// Whether the memory, raw and object domains' allocators (`domains`, in that order)
+/// are the ones `tracemalloc` sets while it traces, so that the raw one's context is
+/// the address of the raw allocator `tracemalloc` wraps. All of it must hold; the
+/// check reads the domains' tables and the loader's, never the memory the contexts
+/// point to:
+/// - the three contexts one allocator apart, in that order, aligned;
+/// - the functions and the contexts in the interpreter's own loaded object (the one
+///   that exports `PyMem_SetAllocator`), not in an extension or in memory allocated at
+///   run time, and the contexts inside `_PyRuntime` where `runtime_state` (3.12 on);
+/// - the memory and object domains sharing their four functions, and the raw domain
+///   sharing all four with them where `functions_shared` (3.15 on: one set for the
+///   three domains) or only `free` (before: a set of its own for the raw domain).
+fn is_tracemallocs(
+    [mem, raw, obj]: [&PyMemAllocatorEx; 3],
+    functions_shared: bool,
+    runtime_state: bool,
+) -> bool {
+    let size = std::mem::size_of::<PyMemAllocatorEx>();
+    let address = |allocator: &PyMemAllocatorEx| allocator.ctx as usize;
+    let functions = |allocator: &PyMemAllocatorEx| {
+        [
+            allocator.malloc.map(|f| f as usize),
+            allocator.calloc.map(|f| f as usize),
+            allocator.realloc.map(|f| f as usize),
+            allocator.free.map(|f| f as usize),
+        ]
+    };
+    let laid_out = !raw.ctx.is_null()
+        && address(raw) % std::mem::align_of::<PyMemAllocatorEx>() == 0
+        && address(mem).checked_add(size) == Some(address(raw))
+        && address(raw).checked_add(size) == Some(address(obj));
+    if !laid_out {
+        return false;
+    }
+    let (mem_functions, raw_functions) = (functions(mem), functions(raw));
+    let shared = mem_functions.iter().all(Option::is_some)
+        && raw_functions.iter().all(Option::is_some)
+        && mem_functions == functions(obj)
+        && raw_functions[3] == mem_functions[3]
+        && if functions_shared {
+            raw_functions == mem_functions
+        } else {
+            raw_functions[..3]
+                .iter()
+                .zip(&mem_functions[..3])
+                .all(|(raw, mem)| raw != mem)
+        };
+    if !shared {
+        return false;
+    }
+    let Some((interpreter, _)) = holder_of(PyMem_SetAllocator as *const () as usize) else {
+        return false;
+    };
+    let functions_interpreters =
+        mem_functions.iter().chain(&raw_functions).flatten().all(
+            |&function| matches!(holder_of(function), Some((object, _)) if object == interpreter),
+        );
+    let contexts_interpreters = [mem, raw, obj].iter().all(|allocator| {
+        matches!(
+            holder_of(address(allocator)),
+            Some((object, in_runtime)) if object == interpreter && (in_runtime || !runtime_state)
+        )
+    });
+    functions_interpreters && contexts_interpreters
+}
+
+/// The loaded object (executable or shared library) that holds `address`: its base
+/// address, and whether `address` lies inside its exported `_PyRuntime` (the loader
+/// names a symbol of a known size only for an address inside it); `None` where no
+/// loaded object holds it (memory allocated at run time).
+fn holder_of(address: usize) -> Option<(usize, bool)> {
+    let mut info = libc::Dl_info {
+        dli_fname: ptr::null(),
+        dli_fbase: ptr::null_mut(),
+        dli_sname: ptr::null(),
+        dli_saddr: ptr::null_mut(),
+    };
+    // SAFETY: `dladdr` only reads the loader's tables (it never reads `address`) and
+    // fills `info`.
+    if unsafe { libc::dladdr(address as *const c_void, &mut info) } == 0 || info.dli_fbase.is_null()
+    {
+        return None;
+    }
+    // SAFETY: a symbol's name from the loader's tables, a NUL-terminated string of the
+    // object, which stays loaded (it holds `address`).
+    let in_runtime =
+        !info.dli_sname.is_null() && unsafe { CStr::from_ptr(info.dli_sname) } == c"_PyRuntime";
+    Some((info.dli_fbase as usize, in_runtime))
 }
 
 /// Installs the hook (if it is not in the chain already) and starts taking blocks.

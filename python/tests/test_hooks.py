@@ -202,13 +202,6 @@ def test_a_hook_installed_after_arenapool_keeps_it_in_the_chain():
     )
 
 
-# CPython 3.15's tracemalloc is laid out otherwise than the hook checks: install() under
-# a tracing tracemalloc refuses there (ArenaPoolError, never an abort); going under it
-# on 3.15 is still to do.
-TRACEMALLOC_LAYOUT_KNOWN = sys.version_info < (3, 15)
-
-
-@pytest.mark.skipif(not TRACEMALLOC_LAYOUT_KNOWN, reason="install() under tracemalloc refuses on CPython 3.15 (its layout is not yet known to the hook)")
 def test_installed_over_tracemalloc():
     run_fresh(
         """
@@ -235,6 +228,63 @@ def test_installed_over_tracemalloc():
     )
 
 
+def test_a_look_alike_of_tracemalloc_is_refused_and_left_as_it_was():
+    # tracemalloc's own functions set over it again, each given as its context a copy
+    # made at run time of the allocator tracemalloc wraps: laid out as tracemalloc's
+    # (three allocators side by side, its functions), and working (its functions pass
+    # each block to the allocator their context names). install() must refuse, and
+    # write no byte: neither in the copy, where the raw domain's context points, nor in
+    # tracemalloc's own, nor in the domains' tables.
+    out = run_fresh(
+        """
+        import ctypes, json, tracemalloc, arenapool
+
+        class Allocator(ctypes.Structure):
+            FIELDS = ("ctx", "malloc", "calloc", "realloc", "free")
+            _fields_ = [(name, ctypes.c_void_p) for name in FIELDS]
+
+        get, put = ctypes.pythonapi.PyMem_GetAllocator, ctypes.pythonapi.PyMem_SetAllocator
+        get.argtypes = put.argtypes = [ctypes.c_int, ctypes.POINTER(Allocator)]
+        get.restype = put.restype = None
+        DOMAINS = (1, 0, 2)                   # PYMEM_DOMAIN_MEM, _RAW, _OBJ
+
+        def tables():
+            found = [Allocator() for _ in DOMAINS]
+            for domain, allocator in zip(DOMAINS, found):
+                get(domain, allocator)
+            return found
+
+        tracemalloc.start()
+        traced = tables()
+        assert [a.ctx - traced[0].ctx for a in traced] == [0, 40, 80], "tracemalloc's layout"
+        wrapped = (Allocator * 3).from_address(traced[0].ctx)
+        copy = (Allocator * 3)()
+        ctypes.memmove(copy, wrapped, ctypes.sizeof(copy))
+        for i, (domain, allocator) in enumerate(zip(DOMAINS, traced)):
+            look_alike = Allocator(ctypes.addressof(copy[i]), allocator.malloc,
+                                   allocator.calloc, allocator.realloc, allocator.free)
+            put(domain, look_alike)
+
+        def memory():
+            return [bytes(copy), bytes(wrapped)] + [bytes(a) for a in tables()]
+
+        before = memory()
+        try:
+            arenapool.install()
+            refused = None
+        except arenapool.ArenaPoolError as error:
+            refused = str(error)
+        after = memory()
+        for domain, allocator in zip(DOMAINS, traced):
+            put(domain, allocator)
+        tracemalloc.stop()
+        print(json.dumps({"refused": refused, "unchanged": [b == a for b, a in zip(before, after)]}))
+        """
+    )
+    assert out["refused"] and "not the ones tracemalloc sets" in out["refused"], out
+    assert out["unchanged"] == [True] * 5, out
+
+
 # tracemalloc started and stopped around install() in every order, with arenapool's
 # blocks alive across each change; every block is freed by the allocator that made it
 # (a block of arenapool's freed by the system's free() aborts the process).
@@ -250,8 +300,6 @@ TRACEMALLOC_ORDERS = {
 @pytest.mark.parametrize("order", TRACEMALLOC_ORDERS)
 def test_tracemalloc_started_and_stopped_in_any_order(order):
     steps = TRACEMALLOC_ORDERS[order]
-    if not TRACEMALLOC_LAYOUT_KNOWN and steps.index("start") < steps.index("install"):
-        pytest.skip("install() under tracemalloc refuses on CPython 3.15 (its layout is not yet known to the hook)")
     states = run_fresh(
         f"""
         import ctypes, json, tracemalloc, arenapool

@@ -165,7 +165,6 @@ TRACEMALLOC_SESSIONS = {
 }
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 15), reason="install() under tracemalloc refuses on CPython 3.15 (its layout is not yet known to the hook)")
 @pytest.mark.parametrize("session", TRACEMALLOC_SESSIONS)
 def test_the_give_back_comes_back_once_tracemalloc_stops(give_back_works, session):
     figures = run(**TRACEMALLOC_SESSIONS[session])
