@@ -137,7 +137,7 @@ unsafe fn alloc_large(layout: Layout, zero: c_int) -> *mut u8 {
 #[cold]
 #[inline(never)]
 unsafe fn dealloc_large(ptr: *mut u8, layout: Layout) {
-    idle::notice();
+    idle::notice_free();
     // SAFETY: `ptr` was returned by this allocator, i.e. by jemalloc, with `layout`.
     let arena = purge::free(ptr, Some(layout.size()), |_| unsafe {
         Jemalloc.dealloc(ptr, layout)

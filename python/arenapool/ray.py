@@ -35,8 +35,8 @@ One line on each side, and a decorator on the remote functions::
   makes Arrow's jemalloc pool the default (:func:`arenapool.use_arrow_jemalloc`):
   Arrow's default, mimalloc, gives back nothing of what a task's thread made when
   released from any other thread. From then on, what tasks free goes back to the OS
-  once the worker has made no large block for a second (arenapool's idle return, which
-  trims glibc's heaps too).
+  once the worker has done no large-block work for a second (arenapool's idle
+  return, which trims glibc's heaps too).
 - **Tasks.** Ray tells a worker's Python code nothing when a task starts or ends: no
   hook, no plugin, no event. :func:`task`, a decorator for the remote functions (and
   actor methods), tells it: a phase opens when a decorated task starts and ends when

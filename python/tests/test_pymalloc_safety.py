@@ -113,7 +113,6 @@ def test_a_block_forged_as_free_pools_is_left_alone_and_stops_the_give_back(give
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="frames' data stack comes from the arena allocator since 3.11")
-@pytest.mark.skipif(sys.version_info >= (3, 14), reason="known failure on CPython 3.14: pymalloc gave back nothing after the data stack's arena (to be fixed)")
 def test_a_frames_data_stack_of_an_arenas_size_is_left_alone(give_back_works):
     # A frame of 70,000 locals gets a 1 MiB chunk of data stack from the arena
     # allocator; a phase ends while it runs, and every local keeps its value.

@@ -205,6 +205,33 @@ print(json.dumps([start, held, once_at_most(rss, start + (held - start) // 2)]))
     assert after <= start + (held - start) / 2, (start, held, after)
 
 
+def test_a_phase_ending_during_the_watchers_release_gives_back_what_it_freed():
+    require_pymalloc_give_back()
+    # The watcher's release is under way, held in its first holder, when the phase
+    # opens, and still is when the phase ends: the phase's end waits for it and gives
+    # back pymalloc's free pools itself, so its report has them. The held release goes
+    # on once a call waits for it (or after 30 s, when nothing does).
+    code = PYMALLOC + """
+import threading
+from arenapool._core import _release
+inside = threading.Event()
+def held(_any_thread):
+    if threading.current_thread().name == "arenapool-release" and not inside.is_set():
+        inside.set()
+        deadline = time.monotonic() + 30
+        while not getattr(_release, "_wanted", False) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return []
+_release._RELEASES.insert(0, ("held", lambda: True, held))
+inside.wait()
+with arenapool.phase() as p:
+    kept = pinned_arenas(2_000_000)
+print(json.dumps([[r.holder, r.rss_returned] for r in p.released]))
+"""
+    released = run_fresh(code.format(setting=""))
+    assert any(h == "pymalloc" and n >= 48 * MiB for h, n in released), released
+
+
 @pytest.mark.parametrize("mode", ["pymalloc", "pymalloc_debug"])
 def test_pools_given_back_are_used_again_whole(mode):
     require_pymalloc_give_back(mode)

@@ -127,3 +127,29 @@ pub fn finish_s1(what: &str, start: usize, results: Vec<Vec<f64>>, labels: Vec<S
     assert_back(what, start, during, now, 16 * MIB);
     drop(labels);
 }
+
+/// After a drop, waits until jemalloc's resident heap is back within 16 MiB of `start`,
+/// or `limit` has passed since the drop, calling `meanwhile` between looks (reading
+/// jemalloc's figures allocates nothing large); fails saying how much it still holds.
+/// `built` is the heap before the drop, for the message.
+pub fn heap_comes_back(
+    start: usize,
+    built: usize,
+    limit: std::time::Duration,
+    mut meanwhile: impl FnMut(),
+) {
+    let dropped = std::time::Instant::now();
+    let mut now = arenapool::memory().resident;
+    while now > start + 16 * MIB && dropped.elapsed() < limit {
+        meanwhile();
+        now = arenapool::memory().resident;
+    }
+    assert!(
+        now <= start + 16 * MIB,
+        "jemalloc still holds {} MiB above the start {:.1} s after the drop \
+         ({} MiB right after building)",
+        (now - start) / MIB,
+        dropped.elapsed().as_secs_f64(),
+        (built - start) / MIB
+    );
+}

@@ -1,18 +1,27 @@
 //! Memory freed outside this crate's work goes back while the process is idle: once the
-//! allocator's large path has not been used for a short delay, a thread of this
-//! module's gives back the free pages of jemalloc's own arenas (and of this crate's
-//! that wait for work), then sleeps until the path is used again.
+//! allocator's large path has not been used for work for a short delay, a thread of
+//! this module's gives back the free pages of jemalloc's own arenas (and of this
+//! crate's that wait for work), then sleeps until the path is used again.
 //!
 //! jemalloc purges an arena's freed ("dirty") pages as their decay time (10 s) runs
 //! out, but only when something allocates or frees in that arena: a process that frees
 //! 400 MiB and then waits for its next request keeps all of it. Blocks of 16 KiB and
-//! more, allocated or freed, pass through [`notice`]; a process that has not used that
-//! path for the delay ([`DEFAULT_MS`], or [`set_idle_return`]'s) is taken to be idle,
-//! and what its arenas hold free is given back, as [`trim`](crate::trim) gives it back
-//! (without flushing any thread's cache). While the process works, nothing changes:
-//! jemalloc's arenas keep their decay, the thread wakes four times per delay to look,
-//! and once the process is idle and its memory given back, it sleeps until the next
-//! large block.
+//! more, allocated or freed, pass through [`notice`] and [`notice_free`]; a process
+//! that has not worked on that path for the delay ([`DEFAULT_MS`], or
+//! [`set_idle_return`]'s) is taken to be idle, and what its arenas hold free is given
+//! back, as [`trim`](crate::trim) gives it back (without flushing any thread's cache).
+//! While the process works, nothing changes: jemalloc's arenas keep their decay, the
+//! thread wakes four times per delay to look, and once the process is idle and its
+//! memory given back, it sleeps until the next large block.
+//!
+//! Work is what a give-back would cost: the pages it gives back that the process then
+//! uses again are faulted in again, and only allocations use pages again. So a quarter
+//! of the delay counts as work once the large blocks allocated in it add up to
+//! [`WORK`] (4 MiB): one such block, or many smaller ones. Frees only wake the thread.
+//! A trickle of blocks below that, such as the 128 KiB buffer that CPython 3.14's
+//! `open()` allocates for every file it reads, does not hold the give-back off: a
+//! program that reads a small file every few milliseconds is idle for it, and what a
+//! give-back costs it is the trickle's pages faulted in again, at most once per delay.
 //!
 //! Two other ways were measured against this one, with the benchmark suite's
 //! workloads that start threads of their own (docs/design.md has the figures): jemalloc's
@@ -32,7 +41,7 @@
 
 use std::io::Write;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
@@ -49,11 +58,13 @@ const DEFAULT_MS: u64 = 1000;
 /// What the allocator's large path needs to know, in one byte it loads: whether it has
 /// anything to do. Below [`USED`] it has ([`noticed`]).
 static NOTICE: AtomicU8 = AtomicU8::new(UNSET);
-/// The thread waits out the delay, and the large path was not used since it began.
+/// The thread waits out the delay, and the process has not worked since the round
+/// began (the large blocks allocated in it add up to less than [`WORK`]).
 const QUIET: u8 = 1;
 /// The thread sleeps until the large path is used.
 const ASLEEP: u8 = 2;
-/// The thread waits out the delay, and the large path was used since it began.
+/// The thread waits out the delay, and the process worked since the round began (or
+/// woke the thread).
 const USED: u8 = 3;
 /// No thread: the setting is off, being made, or the thread could not be started.
 const NOTHING: u8 = 4;
@@ -61,24 +72,48 @@ const NOTHING: u8 = 4;
 /// the large path has nothing to do.
 const UNSET: u8 = 5;
 
-/// Called on the allocator's large path (allocations, reallocations and frees of
-/// [`FLOOR`](crate::work::route::FLOOR) bytes and more): tells the thread the path was
-/// used, waking it if it sleeps. One relaxed load when there is nothing to do: while
-/// the process works, all but the first use after each of the thread's looks. Atomics
-/// and a wake-up only: no allocation, no lock, no thread started (see [`start`]).
+/// The large blocks allocated in one round (a quarter of the delay) that make it a
+/// round of work, in bytes (see the module's docs).
+const WORK: usize = 4 << 20;
+
+/// Bytes of large blocks allocated since the round began, counted only while it is not
+/// known yet to be a round of work; the thread sets it back to 0 at each look.
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+
+/// Called on the allocator's large path for an allocation or reallocation of `size`
+/// bytes ([`FLOOR`](crate::work::route::FLOOR) and more): counts it towards a round of
+/// work, and wakes the thread if it sleeps. One relaxed load when there is nothing to
+/// do: while the process works, all but the uses before the round's first [`WORK`]
+/// bytes. Atomics and a wake-up only: no allocation, no lock, no thread started (see
+/// [`start`]).
 #[inline]
-pub(crate) fn notice() {
+pub(crate) fn notice(size: usize) {
     if NOTICE.load(Ordering::Relaxed) < USED {
-        noticed();
+        noticed(size);
+    }
+}
+
+/// Called on the allocator's large path for a free: wakes the thread if it sleeps, so
+/// that what was freed goes back once the process is idle. A free is not work (it uses
+/// no page again). One relaxed load when there is nothing to do.
+#[inline]
+pub(crate) fn notice_free() {
+    if NOTICE.load(Ordering::Relaxed) < USED {
+        noticed(0);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn noticed() {
+fn noticed(size: usize) {
     match NOTICE.load(Ordering::Relaxed) {
-        QUIET => {
-            let _ = NOTICE.compare_exchange(QUIET, USED, Ordering::Relaxed, Ordering::Relaxed);
+        QUIET if size > 0 => {
+            let allocated = ALLOCATED
+                .fetch_add(size, Ordering::Relaxed)
+                .saturating_add(size);
+            if allocated >= WORK {
+                let _ = NOTICE.compare_exchange(QUIET, USED, Ordering::Relaxed, Ordering::Relaxed);
+            }
         }
         ASLEEP
             if NOTICE
@@ -264,12 +299,12 @@ fn run_thread() {
 }
 
 /// How many rounds the thread's wait for quiet is cut into: the free memory goes back
-/// between the delay and a quarter more after the large path was last used.
+/// between the delay and a quarter more after the process last worked.
 const ROUNDS: u32 = 4;
 
-/// The thread: waits until the large path has not been used for [`ROUNDS`] rounds of a
-/// quarter of the delay in a row, gives back what the arenas hold free, and sleeps
-/// until the path is used again.
+/// The thread: waits until the process has not worked (see [`WORK`]) for [`ROUNDS`]
+/// rounds of a quarter of the delay in a row, gives back what the arenas hold free, and
+/// sleeps until the large path is used again.
 fn run() {
     loop {
         let Some(delay) = delay() else {
@@ -281,6 +316,7 @@ fn run() {
         let mut quiet = 0;
         while quiet < ROUNDS {
             thread::sleep(round);
+            ALLOCATED.store(0, Ordering::Relaxed);
             match NOTICE.compare_exchange(USED, QUIET, Ordering::SeqCst, Ordering::SeqCst) {
                 Ok(_) => quiet = 0,
                 Err(QUIET) => quiet += 1,
@@ -329,9 +365,10 @@ fn give_back() {
     c_heap::trim_after_phase();
 }
 
-/// Sets after how long without large allocations or frees (blocks of 16 KiB and more)
-/// the process is taken to be idle, and the free memory of jemalloc's own arenas is
-/// given back to the OS; `None` turns that off (jemalloc's arenas then give freed pages
+/// Sets after how long without work on the allocator's large path (large blocks of
+/// 16 KiB and more allocated: 4 MiB of them in a quarter of the delay) the process is
+/// taken to be idle, and the free memory of jemalloc's own arenas is given back to the
+/// OS; `None` turns that off (jemalloc's arenas then give freed pages
 /// back by their decay, 10 s, but only as something allocates or frees in them).
 ///
 /// On by default, with a delay of one second. Until this is called, the environment
@@ -342,10 +379,12 @@ fn give_back() {
 /// allocated (before a phase, outside every scope, on a library's threads), in
 /// [`RawAlloc`](crate::RawAlloc)'s arenas outside phases, and what jemalloc left in
 /// this crate's arenas that wait for work. It is given back by a thread of this crate's
-/// (`arenapool-idle`), once the delay has passed with no block of 16 KiB or more
-/// allocated or freed, as [`trim`](crate::trim) would; then the thread sleeps until the
-/// next such block. A process that works is not touched: the thread wakes at most once
-/// per delay. Small objects that a thread's cache holds stay until that thread
+/// (`arenapool-idle`), once the delay has passed with no quarter of it in which blocks
+/// of 16 KiB or more adding up to 4 MiB were allocated, as [`trim`](crate::trim) would;
+/// then the thread sleeps until the next such block is allocated or freed. A process
+/// that works is not touched: the thread wakes four times per delay to look. One that
+/// allocates less (a file's read buffer now and then) has what it freed given back
+/// once per delay at most, and faults in again only the pages it then uses. Small objects that a thread's cache holds stay until that thread
 /// allocates or flushes ([`flush_thread_cache`](crate::flush_thread_cache)): a few MiB
 /// per thread at most in practice.
 ///

@@ -123,7 +123,7 @@ impl RawAlloc {
     /// `ptr` is null or a live block of [`RawAlloc`]'s, not used again.
     pub unsafe fn free(ptr: *mut u8) {
         if !ptr.is_null() {
-            idle::notice();
+            idle::notice_free();
             let mut kept = None;
             let _ = purge::free(ptr, None, |arena| {
                 // The size of a block that a phase arena, or one for blocks outside

@@ -74,11 +74,11 @@ pub(crate) fn mallocx_flags(arena: Option<u32>, align: usize, size: usize) -> c_
 
 /// The phase arena for a block of `size` bytes asked for by the calling thread, if it
 /// goes to one: a phase is open, `size` reaches the threshold, and the thread is not
-/// bound to an arena of its own. Each large block also tells the idle return that the
-/// process works (atomics only: see [`crate::policy::idle::notice`]).
+/// bound to an arena of its own. Each large block is also counted towards the work the
+/// idle return waits out (atomics only: see [`crate::policy::idle::notice`]).
 #[inline]
 pub(crate) fn route(size: usize) -> Option<u32> {
-    idle::notice();
+    idle::notice(size);
     if size < OPEN_THRESHOLD.load(Ordering::Relaxed) {
         return None;
     }

@@ -31,13 +31,21 @@ _duckdb_on = True
 _min_bytes = 1 * _MiB
 _watch: Optional[float] = 1.0
 
-# Held by the one release under way (``release_others``), taken without waiting: a
-# release allocates, so a collection may run in it, and a finalizer of that collection
-# may end a phase and call ``release_others`` again on the same thread; another thread
-# may call it meanwhile too. Either returns at once with nothing, and asks the release
-# under way for one more pass (`_asked_again`), for what was freed since it began: no
-# call of ours waits for a lock whose holder runs Python code.
-_releasing = threading.Lock()
+# Held by the one release under way (``release_others``). A release allocates, so a
+# collection may run in it, and a finalizer of that collection may end a phase and
+# call ``release_others`` again on the same thread: that call returns at once with
+# nothing (`_depth` says the thread is inside its own release), and asks the release
+# under way for one more pass (`_asked_again`), for what was freed since it began.
+# A call from another thread (a phase's end while the watcher releases) waits for the
+# release under way to end, then makes its own pass, so that what its phase freed is
+# in what it returns; the watcher's release stops before its next holder once a call
+# waits for it (`_wanted`) or a phase is open. A call waits `_WAIT_FOR_OTHER` seconds
+# at most (the holders' calls wait for nothing of another thread's), then returns with
+# nothing and asks again.
+_releasing = threading.RLock()
+_depth = 0
+_wanted = False
+_WAIT_FOR_OTHER = 10.0
 _asked_again = False
 # glibc's in-use and free bytes after its last trim: a trim is worth its call only if
 # at least `_min_bytes` is free and the heaps changed by as much since.
@@ -158,26 +166,40 @@ def release_others() -> List[Release]:
     Arrow's jemalloc pool the default instead; what mimalloc's pool still holds, the
     watcher asks the main thread to release.
 
-    One release runs at a time: a call made while another is under way (on another
-    thread: the watcher's, another phase's end; or on this one, by a finalizer that a
-    collection inside the release ran) returns at once with nothing, and the release
-    under way asks every holder once more when it is done, for what was freed meanwhile.
+    One release runs at a time. A call made while another thread's is under way (the
+    watcher's, another phase's end) waits for it to end, then asks every holder itself:
+    what it returns counts what was freed before the call. A call made on a thread
+    inside its own release (by a finalizer that a collection inside the release ran)
+    returns at once with nothing, and the release under way asks every holder once more
+    when it is done, for what was freed meanwhile.
     """
     return release_others_from(any_thread=False)
 
 
-def release_others_from(*, any_thread: bool) -> List[Release]:
+def release_others_from(*, any_thread: bool, yields: bool = False) -> List[Release]:
     """:func:`release_others`; with ``any_thread``, from a thread that made none of Arrow's
-    buffers (the watcher, a Dask worker's event loop): see :func:`_holders.release_arrow`."""
-    global _asked_again
+    buffers (the watcher, a Dask worker's event loop): see :func:`_holders.release_arrow`.
+    With ``yields`` (the watcher's), it stops before its next holder once a phase is open
+    or another thread's call waits for it."""
+    global _asked_again, _depth, _wanted
     if not _releasing.acquire(blocking=False):
+        _wanted = True  # another thread's release is under way
+        if not _releasing.acquire(timeout=_WAIT_FOR_OTHER):
+            _asked_again = True
+            return []
+    if _depth:  # this thread's own release, re-entered
+        _releasing.release()
         _asked_again = True
         return []
+    _depth += 1
+    _wanted = False
     try:
         done: List[Release] = []
         for _ in range(2):  # the pass asked for, and one more if asked again meanwhile
             _asked_again = False
             for holder, on, release in _RELEASES:
+                if yields and (_wanted or phase_is_open()):
+                    break
                 if not on():
                     continue
                 try:
@@ -189,6 +211,7 @@ def release_others_from(*, any_thread: bool) -> List[Release]:
         _recent.extend(done)  # one call, atomic: no lock
         return done
     finally:
+        _depth -= 1
         _releasing.release()
 
 
@@ -271,7 +294,7 @@ def _watch_loop() -> None:
         _wake.clear()
         if not phase_is_open():
             try:
-                release_others_from(any_thread=True)
+                release_others_from(any_thread=True, yields=True)
             except Exception as error:  # MemoryError, say: tried again next time
                 log_once("watcher", "arenapool's watcher could not give memory back", error)
 
@@ -329,8 +352,9 @@ def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
 def _after_fork_in_child() -> None:
     """In a child made by ``fork``: the watcher is not there, and may have held the lock
     or the event's when the parent forked; the child gets its own."""
-    global _releasing, _wake, _watcher_pid
-    _releasing = threading.Lock()
+    global _releasing, _depth, _wake, _watcher_pid
+    _releasing = threading.RLock()
+    _depth = 0
     _wake = threading.Event()
     _watcher_pid = 0
 
