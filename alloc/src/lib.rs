@@ -74,7 +74,9 @@ pub use self::figures::report::Report;
 pub use self::figures::stats::{stats, Held, Stats};
 pub use self::figures::tally::{Label, Tally, Work, WorkTotals, MAX_LABELS};
 pub use self::global::ArenaAlloc;
-pub use self::mechanism::c_heap::{c_heap, set_trim_c_heap_after_phase, CHeap, CHeapSource};
+pub use self::mechanism::c_heap::{
+    c_heap, c_heap_freed_elsewhere, set_trim_c_heap_after_phase, CHeap, CHeapSource,
+};
 #[cfg(feature = "fault-injection")]
 pub use self::mechanism::faults;
 pub use self::mechanism::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};

@@ -126,8 +126,16 @@ pub(crate) unsafe fn free(block: *mut c_void, live: Option<&AtomicUsize>) -> boo
 ///
 /// `block` is a live block of arenapool's arenas in the allocator chain the hook is
 /// in, not used again; `live` is the count the hook passes to [`take`].
+///
+/// The block would have been the wrapped allocator's but for the hook: the C library's
+/// `malloc` is told of its size, so that glibc adapts its thresholds as it would have
+/// (see `arenapool_alloc::c_heap_freed_elsewhere`; without it, a program that frees
+/// blocks of a few KiB in the order it made them gives a page back to the OS and takes
+/// it again at nearly every `free`).
 #[inline]
 unsafe fn free_ours(block: *mut c_void, live: Option<&AtomicUsize>) {
+    // SAFETY: a live block of arenapool's arenas (the caller's contract).
+    arenapool_alloc::c_heap_freed_elsewhere(unsafe { RawAlloc::usable_size(block.cast()) });
     // SAFETY: a live block of arenapool's arenas (the caller's contract): one that
     // RawAlloc made, since the hooks are the only code of the chain that asks it for
     // blocks. Freed once.

@@ -81,3 +81,51 @@ def test_large_blocks_outside_phases_are_reused_and_given_back(setting: str) -> 
     assert out["made"] > out["start"] + 200 * MiB, out
     assert out["idle"] <= out["start"] + 16 * MiB, out
     assert out["after_phase"] <= out["start"] + 16 * MiB, out
+
+
+# glibc's thresholds: blocks the hook takes would have taught glibc's `malloc` its
+# `mmap` threshold and the free pages it keeps at its heap's top (see
+# `c_heap_freed_elsewhere`); freed through the hook, they still do.
+GLIBC_PROGRAM = """
+import ctypes, json
+
+class MallInfo(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd",
+        "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo.restype = MallInfo
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+
+def mapped_alone(size):
+    before = libc.mallinfo().hblks
+    block = libc.malloc(size)
+    mapped = libc.mallinfo().hblks > before
+    libc.free(block)
+    return mapped
+
+# Frees a block glibc mapped, of 256 KiB: glibc adapts to that size.
+first = mapped_alone(256 << 10)
+from arenapool import _arenapool
+block = bytes(1 << 20)
+taken = _arenapool.owns(id(block))
+del block
+print(json.dumps({"first": first, "taken": taken, "after": mapped_alone(768 << 10)}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's thresholds")
+def test_glibc_adapts_to_blocks_the_hook_freed() -> None:
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the C library is not glibc")
+    out = run_fresh(GLIBC_PROGRAM, env={"ARENAPOOL": "on"})
+    if not out["first"]:
+        pytest.skip("glibc's threshold was above 256 KiB as the interpreter started")
+    assert out["taken"], out
+    # Had glibc not adapted to the 1 MiB block, it would map 768 KiB on its own.
+    assert not out["after"], out

@@ -1,7 +1,9 @@
 //! The C library's `malloc` heaps: a program that links C libraries has a second
 //! allocator besides this crate's, glibc's where the C library is glibc. Its figures
 //! (`mallinfo2`, or `mallinfo` on glibc before 2.33), and the trim (`malloc_trim(0)`) a
-//! phase's end asks of it when its heaps hold enough free to pay for the call.
+//! phase's end asks of it when its heaps hold enough free to pay for the call; and
+//! the thresholds glibc adapts as large blocks are freed, kept adapting when a hook
+//! takes those blocks from it ([`c_heap_freed_elsewhere`]).
 //!
 //! Elsewhere (musl, macOS) there are no figures and nothing is trimmed.
 
@@ -64,6 +66,33 @@ pub fn c_heap() -> Option<CHeap> {
 /// blocks: microseconds when little is free, milliseconds for hundreds of MiB.
 pub fn set_trim_c_heap_after_phase(on: bool) {
     TRIM_AFTER.store(on, Ordering::Relaxed);
+}
+
+/// Tells the C library's `malloc` that a block of `size` bytes it would have served was
+/// freed by another allocator: a hook that takes the large blocks of a program's
+/// `malloc` (such as one on an interpreter's raw allocator) calls this as it frees one
+/// of them. Lock-free; a load and two comparisons but for at most a few calls in the
+/// life of the process.
+///
+/// glibc adapts two thresholds as a program frees large blocks (`mallopt(3)`,
+/// `M_MMAP_THRESHOLD`): when a block it mapped on its own (128 KiB or more at first)
+/// is freed, blocks up to that size come from its heaps from then on, and its main heap
+/// keeps free pages at its top up to twice that size. A program whose large blocks all
+/// go to another allocator never lets it adapt: its heap then gives back a page at
+/// nearly every `free` at its top and takes it again at the next `malloc` (a system
+/// call and a page fault each, for blocks of a few KiB freed in the order they were
+/// made). So the first block of more than 128 KiB (up to glibc's cap, 32 MiB) freed
+/// here, and after it each one more than twice as large as the last that did, is
+/// mirrored: glibc is given a block of the same size, which it maps on its own (one
+/// page touched, for its header), and it is freed at once, so that glibc adapts as it
+/// would have, to at least half the largest such block freed. At most eight such pairs
+/// of calls in a process. Where glibc has adapted further on its own, or its
+/// thresholds are fixed (`mallopt`, `MALLOC_MMAP_THRESHOLD_`), the block comes from its
+/// heap or is mapped, and is freed, changing nothing. Elsewhere (musl, macOS) it does
+/// nothing.
+#[inline]
+pub fn c_heap_freed_elsewhere(size: usize) {
+    imp::freed_elsewhere(size)
 }
 
 /// At the end of the last open phase, and when the idle return gives memory back: the
@@ -172,6 +201,41 @@ mod imp {
             libc::malloc_trim(0);
         }
     }
+
+    /// glibc's first `mmap` threshold, and the most it adapts it to
+    /// (`DEFAULT_MMAP_THRESHOLD_MAX`: 4 MiB times the size of a `long`).
+    const FIRST_THRESHOLD: usize = 128 << 10;
+    const MAX_THRESHOLD: usize = (4 << 20) * std::mem::size_of::<libc::c_long>();
+
+    /// The size above which a block freed elsewhere is mirrored next (see
+    /// `c_heap_freed_elsewhere`): twice the last one mirrored.
+    static NEXT: AtomicUsize = AtomicUsize::new(FIRST_THRESHOLD);
+
+    #[inline]
+    pub(super) fn freed_elsewhere(size: usize) {
+        if size > NEXT.load(Ordering::Relaxed) && size <= MAX_THRESHOLD {
+            mirror(size);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn mirror(size: usize) {
+        // One thread mirrors each step: the one that moved `NEXT` past it.
+        let next = size.saturating_mul(2);
+        if NEXT.fetch_max(next, Ordering::Relaxed) >= size {
+            return;
+        }
+        // glibc maps a large request with a header word, rounded up to 16 bytes and
+        // then to whole pages: 32 bytes less than whole pages maps exactly those pages.
+        // SAFETY: `sysconf` has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let request = size.div_ceil(page) * page - 32;
+        // SAFETY: `malloc` takes any size; the block, null or not, is freed once by
+        // the allocator that made it, and nothing reads or writes it. (`black_box`: a
+        // block never used is not to be optimised away with its calls.)
+        unsafe { libc::free(std::hint::black_box(libc::malloc(request))) };
+    }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
@@ -183,4 +247,7 @@ mod imp {
     }
 
     pub(super) fn trim() {}
+
+    #[inline]
+    pub(super) fn freed_elsewhere(_size: usize) {}
 }
