@@ -15,12 +15,23 @@
 //! coalescing with its free neighbours) made the suite's S1 work in a phase 1.4x slower,
 //! and S2's 1.7x.
 //!
-//! So large frees into the phase arenas while a phase is open are counted, and every
-//! [`LOOK_EVERY`] bytes one of them looks at the pages the phase arenas hold (jemalloc's
-//! statistics, refreshed): if their free pages pass [`bound`] (64 MiB, or an eighth of
-//! their live blocks), each is purged. Work that reuses what it frees stays below it or
-//! passes it now and then (the suite's S1 in a phase: 3 purges in 57 looks; S2: 2 in
-//! 72); work that cannot reuse it gives it back each time it passes it.
+//! So large frees into the phase arenas while a phase is open are counted, and one of
+//! them now and then looks at the pages the phase arenas hold (jemalloc's statistics,
+//! refreshed): if their free pages pass [`bound`] (64 MiB and twice the largest block
+//! freed lately, or an eighth of their live blocks if more), each is purged. Work that
+//! reuses what it frees stays below it or passes it now and then; work that cannot
+//! reuse it gives it back each time it passes it. The largest block's share is the
+//! working set of a buffer used again and again (with the blocks it grew out of, see
+//! [`RawAlloc::realloc`](crate::RawAlloc::realloc)); it costs peak memory: the rayon
+//! pool above peaked at 306–333 MiB in a phase and 302–312 MiB without one, where a
+//! bound of 64 MiB or an eighth of the live blocks gave 265–278 and 262–265 (three runs
+//! each, on a 2-core machine).
+//!
+//! A look refreshes every arena's statistics in jemalloc: with a look every 16 MiB
+//! freed, a 16 MiB block allocated, touched a byte a page and freed in a loop spent 91%
+//! of its instructions there (139,000 a round, callgrind). So the next look waits
+//! until the free pages could pass the bound (see [`Kept::look`]): that loop now looks
+//! every third round, and spends 2.6 times fewer instructions.
 //!
 //! The arenas that serve blocks outside phases ([`outside_arenas`]: jemalloc's own, and
 //! `RawAlloc`'s) no longer give a freed extent of 8 MiB or more back inside the free
@@ -28,9 +39,13 @@
 //! grow (joblib's workers pickle each batch of results into one buffer, larger as the
 //! batches grow) would keep hundreds of MiB free for those seconds (a loky worker: 250
 //! to 340 MiB above its start, where loky restarts a worker at 300 MB). The same count
-//! and look bound them: large frees into them, outside scopes, are counted, and when
-//! their free pages pass [`bound`] they are purged. A buffer reused in a loop stays
-//! below it.
+//! and look bound them ([`bound_outside`]): large frees into them, outside scopes, are
+//! counted, and when their free pages pass the bound they are purged. A buffer reused
+//! in a loop stays below it. With a bound of 64 MiB (or an eighth of the live blocks)
+//! the workers of the joblib report's program, whose pickles reach 20 to 80 MB, passed
+//! it at nearly every batch and faulted their buffers in again each time (1.0 to 1.1 M
+//! page faults per worker over the job, against 0.45 M with glibc); with the largest
+//! block's share, 0.07 to 0.25 M, and their peak RSS 160 to 220 MiB.
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::mechanism::table::Use;
@@ -38,46 +53,81 @@ use crate::mechanism::{ctl, fork, table};
 use crate::policy::purge;
 use crate::work::route::PHASE_ARENAS;
 
-/// How many bytes freed into the phase arenas make a look at what they hold.
+/// The fewest bytes freed into a set of arenas between two looks at what they hold.
 const LOOK_EVERY: usize = 16 << 20;
 
 /// The most the phase arenas may hold in free pages while a phase is open, with `live`
-/// bytes in live blocks: 64 MiB, an eighth of what is live, or 8 MiB per phase arena
-/// (one per CPU), whichever is most.
-fn bound(live: usize) -> usize {
-    (64 << 20)
+/// bytes in live blocks and `largest` the largest block freed into them lately: as
+/// [`bound_outside`], or 8 MiB per phase arena (one per CPU) if more.
+fn bound(live: usize, largest: usize) -> usize {
+    bound_outside(live, largest).max(PHASE_ARENAS.indices().count() * (8 << 20))
+}
+
+/// The most the arenas that serve blocks outside phases may hold in free pages, with
+/// `live` bytes in live blocks and `largest` the largest block freed into them lately:
+/// 64 MiB and twice that block, or an eighth of what is live if more. A buffer that
+/// work frees and takes again in a loop (a worker's pickle of each batch of results,
+/// with the blocks it grew out of, about as large again) stays below it however large
+/// it is.
+fn bound_outside(live: usize, largest: usize) -> usize {
+    (64usize << 20)
+        .saturating_add(largest.saturating_mul(2))
         .max(live / 8)
-        .max(PHASE_ARENAS.indices().count() * (8 << 20))
 }
 
 /// Large frees into one set of arenas, counted between looks at what they hold.
 struct Kept {
+    /// The most the set may hold in free pages, from its live bytes and the largest
+    /// block freed into it lately; grows by at most an eighth of the live bytes' growth.
+    bound: fn(usize, usize) -> usize,
     /// Bytes freed into the set since the last look.
     freed: AtomicUsize,
+    /// Bytes that may be freed into the set before its free pages can pass its bound:
+    /// the next look comes then (at least [`LOOK_EVERY`] after the last).
+    until: AtomicUsize,
+    /// The largest block freed into the set lately: the largest freed since, less a
+    /// sixteenth at each look.
+    largest: AtomicUsize,
     /// A thread is looking (only one at a time: the others go on).
     looking: AtomicBool,
 }
 
 impl Kept {
-    const fn new() -> Self {
+    const fn new(bound: fn(usize, usize) -> usize) -> Self {
         Kept {
+            bound,
             freed: AtomicUsize::new(0),
+            until: AtomicUsize::new(LOOK_EVERY),
+            largest: AtomicUsize::new(0),
             looking: AtomicBool::new(false),
         }
     }
 
     /// Counts `size` bytes just freed into the set, and looks at what `arenas` (the
-    /// set) hold once [`LOOK_EVERY`] bytes were freed.
+    /// set) hold once enough were freed that their free pages may pass the bound.
     #[inline]
     fn freed<I: Iterator<Item = u32>>(&self, size: usize, arenas: impl Fn() -> I) {
-        if self.freed.fetch_add(size, Ordering::Relaxed) + size >= LOOK_EVERY {
+        self.largest.fetch_max(size, Ordering::Relaxed);
+        if self.freed.fetch_add(size, Ordering::Relaxed) + size
+            >= self.until.load(Ordering::Relaxed)
+        {
             self.look(arenas);
         }
     }
 
-    /// Looks at the pages `arenas` hold and gives their free ones back if they pass
-    /// [`bound`]. Runs inside the allocator: nothing here allocates or unwinds, and a
+    /// Looks at the pages `arenas` hold and gives their free ones back if they pass the
+    /// bound. Runs inside the allocator: nothing here allocates or unwinds, and a
     /// control call that fails leaves the pages for the next look.
+    ///
+    /// Refreshing jemalloc's statistics reads every arena's. So the next look waits
+    /// until the free pages could pass the bound: they grow by at most what is freed (counted here), and
+    /// the bound shrinks by at most an eighth of it (the live bytes it frees), so a
+    /// look that finds `free` under `bound` can wait for `(bound - free) * 8 / 9`
+    /// bytes, figured with the bound the next look will have at least (with the
+    /// largest block less its sixteenth), and never sooner than [`LOOK_EVERY`]. Pages
+    /// freed without a count here (the tail a shrinking `realloc` leaves, small blocks'
+    /// emptied slabs) are seen at the next look, as they were when looks came every
+    /// [`LOOK_EVERY`] bytes.
     #[cold]
     #[inline(never)]
     fn look<I: Iterator<Item = u32>>(&self, arenas: impl Fn() -> I) {
@@ -88,25 +138,36 @@ impl Kept {
             return;
         }
         self.freed.store(0, Ordering::Relaxed);
+        let largest = self.largest.load(Ordering::Relaxed);
+        let fades = largest - largest / 16;
+        // A larger block freed meanwhile stays.
+        let _ = self
+            .largest
+            .compare_exchange(largest, fades, Ordering::Relaxed, Ordering::Relaxed);
+        let mut until = LOOK_EVERY;
         if ctl::refresh_stats().is_ok() {
-            let (live, free) = arenas()
+            let (live, mut free) = arenas()
                 .filter_map(|i| ctl::arena_figures(i).ok())
                 .fold((0, 0), |(live, free), a| (live + a.active, free + a.dirty));
-            if free > bound(live) {
+            if free > (self.bound)(live, largest) {
                 for index in arenas() {
                     let _ = purge::purge(index);
                 }
+                free = 0;
             }
+            let room = (self.bound)(live, fades).saturating_sub(free);
+            until = until.max(room / 9 * 8);
         }
+        self.until.store(until, Ordering::Relaxed);
         self.looking.store(false, Ordering::Release);
     }
 }
 
 /// The phase arenas' frees while a phase is open.
-static PHASE: Kept = Kept::new();
+static PHASE: Kept = Kept::new(bound);
 
 /// The frees into the arenas that serve blocks outside phases.
-static OUTSIDE: Kept = Kept::new();
+static OUTSIDE: Kept = Kept::new(bound_outside);
 
 /// Whether arena `index` is a phase arena that keeps freed pages (a phase is open).
 #[inline]
@@ -116,7 +177,7 @@ pub(crate) fn keeps(index: u32) -> bool {
 }
 
 /// Counts `size` bytes just freed into a phase arena that keeps freed pages ([`keeps`]),
-/// and looks at what the phase arenas hold once [`LOOK_EVERY`] bytes were freed.
+/// and looks at what the phase arenas hold once their free pages could pass the bound.
 #[inline]
 pub(crate) fn freed(size: usize) {
     PHASE.freed(size, || {
@@ -128,7 +189,7 @@ pub(crate) fn freed(size: usize) {
 
 /// Counts `size` bytes just freed, outside scopes, into an arena that serves blocks
 /// outside phases (one of jemalloc's, or `RawAlloc`'s for blocks outside phases), and
-/// looks at what those arenas hold once [`LOOK_EVERY`] bytes were freed.
+/// looks at what those arenas hold once their free pages could pass the bound.
 #[inline]
 pub(crate) fn freed_outside(size: usize) {
     OUTSIDE.freed(size, outside_arenas);
