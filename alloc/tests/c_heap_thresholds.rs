@@ -37,7 +37,10 @@ fn glibc_adapts_to_a_block_freed_elsewhere() {
     // block into glibc, whose thresholds are then still its first ones.
     // The look frees a block glibc mapped, of 256 KiB: glibc adapts to that size, and
     // would still map a block of 768 KiB.
-    assert!(mapped_alone(256 << 10), "glibc maps 256 KiB on its own at first");
+    assert!(
+        mapped_alone(256 << 10),
+        "glibc maps 256 KiB on its own at first"
+    );
     c_heap_freed_elsewhere(1 << 20);
     assert!(
         !mapped_alone(768 << 10),
