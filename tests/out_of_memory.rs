@@ -1,11 +1,12 @@
 //! Out of memory under an address-space limit (`RLIMIT_AS`): inside a phase, a scope
 //! and a pool job, and outside them, blocks of 64 MiB are reserved with `try_reserve`
 //! until the kernel refuses; the refusal comes back as an `Err`, every block reserved
-//! before it holds its contents, goes back to the OS when dropped, and the next phase,
-//! scope or job works. Each kind runs in a child process of its own (this binary, run
-//! again), since the limit is the whole process's and jemalloc keeps the address space
-//! an arena has mapped for that arena: under the limit, the next phase reuses the
-//! phase's, the next scope the scope's.
+//! before it holds its contents, goes back to the OS when dropped (outside phases,
+//! scopes and jobs, once the process is idle: the arenas there keep freed blocks for
+//! reuse until then), and the next phase, scope or job works. Each kind runs in a child
+//! process of its own (this binary, run again), since the limit is the whole process's
+//! and jemalloc keeps the address space an arena has mapped for that arena: under the
+//! limit, the next phase reuses the phase's, the next scope the scope's.
 
 use std::collections::TryReserveError;
 
@@ -50,11 +51,23 @@ fn check(blocks: &[Vec<u8>], seed: u8) {
     }
 }
 
-/// One round in `run` (a phase, a scope or a pool job): filled until refused, checked,
-/// dropped; RSS must come back within 16 MiB of `start`. Returns how many blocks fit.
+/// When the blocks of a round go back to the OS once dropped.
+#[derive(Clone, Copy, PartialEq)]
+enum GivenBack {
+    /// At the end of the phase, scope or job: at once.
+    AtTheEnd,
+    /// Outside them, what the arenas keep for reuse (up to their bound) goes back when
+    /// the process goes idle, a second after its last large allocation.
+    WhenIdle,
+}
+
+/// One round in `run` (a phase, a scope or a pool job, or outside them): filled until
+/// refused, checked, dropped; RSS must come back within 16 MiB of `start`, at once or,
+/// outside, once the process is idle (within 30 s). Returns how many blocks fit.
 fn round(
     what: &str,
     start: usize,
+    given_back: GivenBack,
     run: impl FnOnce(&(dyn Fn() -> Vec<Vec<u8>> + Sync)) -> Vec<Vec<u8>>,
 ) -> usize {
     let seed = what.len() as u8;
@@ -71,7 +84,14 @@ fn round(
     check(&blocks, seed);
     let n = blocks.len();
     drop(blocks);
-    let after = arenapool::rss();
+    let mut after = arenapool::rss();
+    if given_back == GivenBack::WhenIdle {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while after >= start + 16 * MIB && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            after = arenapool::rss();
+        }
+    }
     eprintln!(
         "{what}: RSS after the drop {:.1} MiB above the start",
         after.saturating_sub(start) as f64 / MIB as f64
@@ -131,7 +151,9 @@ fn limited(kind: &str) {
         let what = format!("{kind}, round {round_number}");
         match kind {
             "phase" => {
-                round(&what, start, |fill| arenapool::phase(fill));
+                round(&what, start, GivenBack::AtTheEnd, |fill| {
+                    arenapool::phase(fill)
+                });
                 assert!(
                     arenapool::phase(one_block),
                     "the next phase could not allocate"
@@ -139,21 +161,25 @@ fn limited(kind: &str) {
                 assert!(!arenapool::phase_is_open());
             }
             "scope" => {
-                round(&what, start, |fill| arenapool::with_arena(fill));
+                round(&what, start, GivenBack::AtTheEnd, |fill| {
+                    arenapool::with_arena(fill)
+                });
                 assert!(
                     arenapool::with_arena(one_block),
                     "the next scope could not allocate"
                 );
             }
             "job" => {
-                round(&what, start, |fill| pool.run(|| rayon::join(fill, || ()).0));
+                round(&what, start, GivenBack::AtTheEnd, |fill| {
+                    pool.run(|| rayon::join(fill, || ()).0)
+                });
                 assert!(
                     pool.run(|| (0..2).into_par_iter().all(|_| one_block())),
                     "the next pool job could not allocate"
                 );
             }
             "outside" => {
-                round(&what, start, |fill| fill());
+                round(&what, start, GivenBack::WhenIdle, |fill| fill());
                 assert!(one_block(), "outside, a block could not be allocated");
             }
             other => panic!("no kind {other}"),
