@@ -10,6 +10,7 @@ measures its RSS."""
 
 from __future__ import annotations
 
+import sys
 from typing import Dict
 
 import pytest
