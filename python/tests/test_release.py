@@ -195,7 +195,7 @@ after = arenapool.breakdown().pymalloc
 print(json.dumps([held.free, after.free, after.given_back - held.given_back, [r.holder for r in p.released]]))
 """
     held, after, given_back, released = run_fresh(code.format(setting="arenapool.set_release(pymalloc=False)"))
-    assert held >= 96 * MiB, held
+    assert held >= 32 * MiB, held  # 65 MB on CPython 3.9, whose pools are a page each
     assert after >= held - MiB and given_back <= MiB, (held, after, given_back)
     assert "pymalloc" not in released, released
 
