@@ -110,6 +110,36 @@ def test_on_costs_its_start_only_arenapools_light_modules_and_no_thread_of_pytho
     assert err == "", err
 
 
+# A first fork in a program that has not imported logging: the handlers for fork that
+# logging registers when it is imported (one takes its lock before, two release it
+# after) must all run, or none.
+FIRST_FORK = """
+import json, os, sys
+logging_before = "logging" in sys.modules
+pid = os.fork()
+if pid == 0:
+    import logging
+    logging.getLogger("child").warning("from the child")
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+import logging
+logging.getLogger("parent").warning("from the parent")
+print(json.dumps({"logging_before": logging_before, "status": status}))
+"""
+
+
+def test_the_first_fork_runs_every_fork_handler_of_logging_or_none():
+    # arenapool imports the modules its phases use later before a fork (see
+    # arenapool._before_fork); logging, imported there for the first time, registered
+    # its handlers halfway through the fork, and Python ran the two after it, which
+    # released a lock nobody held: "RuntimeError: cannot release un-acquired lock" in
+    # the parent and in the child, at the first fork of any such program.
+    seen, err = run(FIRST_FORK, "on")
+    assert seen == {"logging_before": False, "status": 0}, seen
+    assert "un-acquired" not in err and "Exception ignored" not in err, err
+    assert err.count("from the") == 2, err
+
+
 ON = """
 import json, os, sys
 from arenapool import _arenapool

@@ -12,19 +12,32 @@ a warning would reach no one who could act on it. Either way the work goes on.
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import TYPE_CHECKING, Callable, Dict, Iterator, Optional, TypeVar
 
 from ._warnings import first_time, warn_once
 
 if TYPE_CHECKING:  # imported where it is used: the package imports this module
+    import logging
+
     from .. import phase
 
 __all__ = ["end_phase", "log_once", "logger", "missing", "open_phase", "phase_or_none", "step"]
 
-logger = logging.getLogger("arenapool")
-"""arenapool's logger: a holder whose release fails, a phase whose end fails on a
-thread of arenapool's own; once each, at ``WARNING``."""
+
+def logger() -> logging.Logger:
+    """arenapool's logger: a holder whose release fails, a phase whose end fails on a
+    thread of arenapool's own; once each, at ``WARNING``.
+
+    :mod:`logging` is imported here, when a failure is logged, not with this module:
+    the package imports this module before each ``fork`` (see ``_before_fork``), and
+    :mod:`logging`, imported for the first time there, would register its own handlers
+    for ``fork`` halfway through one: Python would run the two that release its lock
+    after that ``fork`` without the one that takes it before, and print ``RuntimeError:
+    cannot release un-acquired lock`` in the parent and in the child, at the first
+    ``fork`` of every program that had not imported :mod:`logging` yet."""
+    import logging
+
+    return logging.getLogger("arenapool")
 
 _logged: Dict[str, object] = {}
 
@@ -49,7 +62,7 @@ def log_once(key: str, message: str, error: BaseException) -> None:
     logged (a holder that always fails would fill the log every second)."""
     if not first_time(_logged, key):
         return
-    logger.warning("%s: %s: %s", message, type(error).__name__, error, exc_info=error)
+    logger().warning("%s: %s: %s", message, type(error).__name__, error, exc_info=error)
 
 
 def step(key: str, what: str, run: Callable[[], T]) -> Optional[T]:
