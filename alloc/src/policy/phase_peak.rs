@@ -17,8 +17,8 @@
 //!
 //! So large frees into the phase arenas while a phase is open are counted, and one of
 //! them now and then looks at the pages the phase arenas hold (jemalloc's statistics,
-//! refreshed): if their free pages pass [`bound`] (64 MiB and twice the largest block
-//! freed lately, or an eighth of their live blocks if more), each is purged. Work that
+//! refreshed): if their free pages pass [`bound`] (64 MiB and four times the largest
+//! block freed lately, or an eighth of their live blocks if more), each is purged. Work that
 //! reuses what it frees stays below it or passes it now and then; work that cannot
 //! reuse it gives it back each time it passes it. The largest block's share is the
 //! working set of a buffer used again and again (with the blocks it grew out of, see
@@ -57,10 +57,23 @@ use crate::work::route::PHASE_ARENAS;
 const LOOK_EVERY: usize = 16 << 20;
 
 /// The most the phase arenas may hold in free pages while a phase is open, with `live`
-/// bytes in live blocks and `largest` the largest block freed into them lately: as
-/// [`bound_outside`], or 8 MiB per phase arena (one per CPU) if more.
+/// bytes in live blocks and `largest` the largest block freed into them lately: 64 MiB
+/// and four times that block, or an eighth of what is live, or 8 MiB per phase arena
+/// (one per CPU), whichever is most.
+///
+/// Four times, where [`bound_outside`] takes twice: a buffer that work makes again and
+/// again leaves about three times its size free at the end of each round (the buffer,
+/// the blocks it grew out of, the untouched pages past its end that its last move took,
+/// and what it was made of or into), and a phase's work is what the program waits for.
+/// A joblib parent receiving the report's results passed twice at nearly every batch
+/// and faulted the next batch's buffers in again. Its pages all go back when the phase
+/// ends. Outside phases, a loky worker that kept as much was restarted by loky's leak
+/// check (300 MB above its start, with psutil installed): there it stays twice.
 fn bound(live: usize, largest: usize) -> usize {
-    bound_outside(live, largest).max(PHASE_ARENAS.indices().count() * (8 << 20))
+    (64usize << 20)
+        .saturating_add(largest.saturating_mul(4))
+        .max(live / 8)
+        .max(PHASE_ARENAS.indices().count() * (8 << 20))
 }
 
 /// The most the arenas that serve blocks outside phases may hold in free pages, with

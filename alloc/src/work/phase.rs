@@ -6,7 +6,7 @@
 //! - a block of at least [`phase_threshold`] bytes (default: larger than any block a
 //!   thread's cache holds, 32 KiB, so no thread cache ever keeps phase memory), asked
 //!   for while a phase is open by a thread that is not in a scope or a pool job, goes
-//!   to the phase arena of the CPU the thread runs on;
+//!   to the thread's phase arena (each thread keeps one, see `work/percpu.rs`);
 //! - everything else goes where it goes outside a phase.
 //!
 //! The phase arenas are made when the first phase opens, one per CPU, and kept for the

@@ -1,8 +1,8 @@
 //! Where a large block goes: the allocator's routing, its constants and the threshold
 //! that is in force, read on the hot path's large branch. While a
 //! [`phase`](crate::phase) is open, a block of at least the threshold asked for by a
-//! thread that is not bound to an arena of this crate's goes to the phase arena of the
-//! CPU the thread runs on; otherwise where jemalloc puts it. The phase's life (opening,
+//! thread that is not bound to an arena of this crate's goes to that thread's phase
+//! arena (see [`crate::work::percpu`]); otherwise where jemalloc puts it. The phase's life (opening,
 //! ending, giving back) is [`crate::phase`]'s: it opens the route with
 //! [`open`] and closes it with [`close`].
 //!
