@@ -23,9 +23,10 @@
 //! reuse it gives it back each time it passes it. The largest block's share is the
 //! working set of a buffer used again and again (with the blocks it grew out of, see
 //! [`RawAlloc::realloc`](crate::RawAlloc::realloc)); it costs peak memory: the rayon
-//! pool above peaked at 306–333 MiB in a phase and 302–312 MiB without one, where a
-//! bound of 64 MiB or an eighth of the live blocks gave 265–278 and 262–265 (three runs
-//! each, on a 2-core machine).
+//! pool above peaked at 306–333 MiB in a phase and 302–312 MiB without one with twice
+//! the largest block, where a bound of 64 MiB or an eighth of the live blocks gave
+//! 265–278 and 262–265 (three runs each, on a loaded 2-core machine); with four times,
+//! 326–327 MiB in a phase and 281–307 MiB without (two runs, the machine quiet).
 //!
 //! A look refreshes every arena's statistics in jemalloc: with a look every 16 MiB
 //! freed, a 16 MiB block allocated, touched a byte a page and freed in a loop spent 91%
@@ -44,8 +45,13 @@
 //! in a loop stays below it. With a bound of 64 MiB (or an eighth of the live blocks)
 //! the workers of the joblib report's program, whose pickles reach 20 to 80 MB, passed
 //! it at nearly every batch and faulted their buffers in again each time (1.0 to 1.1 M
-//! page faults per worker over the job, against 0.45 M with glibc); with the largest
-//! block's share, 0.07 to 0.25 M, and their peak RSS 160 to 220 MiB.
+//! page faults per worker over the job, against 0.45 M with glibc); with twice the
+//! largest block, 0.07 to 0.25 M and a peak RSS of 160 to 220 MiB in single runs on a
+//! loaded machine, but 1.26 to 1.33 M for the two workers together (1.16 M with glibc)
+//! in five interleaved runs on a quiet one: at a batch's end a worker holds about three
+//! times its pickle free, and passes the bound at most batches. Four times kept it
+//! (0.64 to 0.94 M), but a worker then held up to 270 MiB above its start, and loky
+//! (with psutil) restarted one in the middle of a job: outside phases it stays twice.
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::mechanism::table::Use;
@@ -70,10 +76,7 @@ const LOOK_EVERY: usize = 16 << 20;
 /// ends. Outside phases, a loky worker that kept as much was restarted by loky's leak
 /// check (300 MB above its start, with psutil installed): there it stays twice.
 fn bound(live: usize, largest: usize) -> usize {
-    (64usize << 20)
-        .saturating_add(largest.saturating_mul(4))
-        .max(live / 8)
-        .max(PHASE_ARENAS.indices().count() * (8 << 20))
+    kept_free(live, largest, 4).max(PHASE_ARENAS.indices().count() * (8 << 20))
 }
 
 /// The most the arenas that serve blocks outside phases may hold in free pages, with
@@ -83,8 +86,14 @@ fn bound(live: usize, largest: usize) -> usize {
 /// with the blocks it grew out of, about as large again) stays below it however large
 /// it is.
 fn bound_outside(live: usize, largest: usize) -> usize {
+    kept_free(live, largest, 2)
+}
+
+/// 64 MiB and `times` the largest block freed lately (`largest`), or an eighth of the
+/// `live` bytes if more: the share of both bounds.
+fn kept_free(live: usize, largest: usize, times: usize) -> usize {
     (64usize << 20)
-        .saturating_add(largest.saturating_mul(2))
+        .saturating_add(largest.saturating_mul(times))
         .max(live / 8)
 }
 
@@ -120,7 +129,10 @@ impl Kept {
     /// set) hold once enough were freed that their free pages may pass the bound.
     #[inline]
     fn freed<I: Iterator<Item = u32>>(&self, size: usize, arenas: impl Fn() -> I) {
-        self.largest.fetch_max(size, Ordering::Relaxed);
+        // A load first: most frees are not the largest, and leave the line unwritten.
+        if size > self.largest.load(Ordering::Relaxed) {
+            self.largest.fetch_max(size, Ordering::Relaxed);
+        }
         if self.freed.fetch_add(size, Ordering::Relaxed) + size
             >= self.until.load(Ordering::Relaxed)
         {
