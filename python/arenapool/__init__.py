@@ -162,7 +162,9 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
       thread and context that has not set a handler of its own gets arenapool's
       (worker threads of any pool, the threads that unpickle a pool's results). A
       context that set one of its own (``PyDataMem_SetHandler``) gets a wrapper of it
-      when ``install()`` is called there.
+      when ``install()`` is called there. Arrays of 4 MiB and more are advised huge
+      pages as numpy's own handler advises them, unless numpy's setting for it
+      (``numpy._core.multiarray._set_madvise_hugepage``) is off when ``install()`` runs.
     - CPython's arena allocator, wrapped once per process to know pymalloc's arenas, so
       that a phase's end can give back the pages of its free pools (where pymalloc is
       the object allocator and its pools are larger than a page; see

@@ -3,6 +3,7 @@ block is freed by the allocator that made it, installing twice, removing, other 
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -372,3 +373,53 @@ def run_fresh_raising_import():
     if "ImportError" in out.stderr and "pip install" in out.stderr:
         raise ImportError("numpy: " + out.stderr.strip().splitlines()[-1])
     pytest.fail(f"expected a clear ImportError:\n{out.stderr}")
+
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"),
+    reason="this kernel has no transparent huge pages",
+)
+def test_large_arrays_are_advised_huge_pages_as_numpys_own_handler_advises_them():
+    # numpy's own handler advises huge pages for arrays of 4 MiB and more unless its
+    # setting is off; arenapool's follows the setting as install() finds it. In a fresh
+    # program: pages advised once keep the advice after their array is freed.
+    out = run_fresh(
+        """
+        import json
+        import numpy as np
+        try:
+            from numpy._core.multiarray import _set_madvise_hugepage
+        except ImportError:
+            from numpy.core.multiarray import _set_madvise_hugepage
+        import arenapool
+        from arenapool import _arenapool
+
+        def vm_flags(address):
+            # The kernel's flags of the mapping that holds `address`.
+            with open("/proc/self/smaps") as smaps:
+                inside = False
+                for line in smaps:
+                    head = line.split()[0]
+                    if "-" in head and not head.endswith(":"):
+                        low, high = (int(x, 16) for x in head.split("-"))
+                        inside = low <= address < high
+                    elif inside and line.startswith("VmFlags:"):
+                        return line.split(":", 1)[1].split()
+            raise AssertionError(hex(address))
+
+        def seen(array):
+            page = array.__array_interface__["data"][0] + 8192  # inside the block
+            return [_arenapool.owns(page), "hg" in vm_flags(page)]
+
+        _set_madvise_hugepage(False)
+        arenapool.install()
+        off = np.ones(2_000_000)  # 16 MB
+        _set_madvise_hugepage(True)
+        arenapool.install()
+        on = np.ones(2_000_000)
+        small = np.ones(400_000)  # 3.2 MB: below numpy's 4 MiB
+        print(json.dumps([seen(off), seen(on), seen(small)]))
+        """
+    )
+    assert out == [[True, False], [True, True], [True, False]], out
