@@ -375,7 +375,6 @@ def run_fresh_raising_import():
     pytest.fail(f"expected a clear ImportError:\n{out.stderr}")
 
 
-
 @pytest.mark.skipif(
     not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"),
     reason="this kernel has no transparent huge pages",
