@@ -94,9 +94,16 @@ def _before_fork() -> None:
             pass
 
 
+def _after_fork_in_child() -> None:
+    """In a child made by ``fork``: the thread of the idle return is its parent's, not
+    there; the child starts its own if the hooks take blocks (a pool's worker made by
+    ``fork`` never calls :func:`install` itself)."""
+    _arenapool.start_idle_return_in_child()
+
+
 import os as _os  # noqa: E402
 
-_os.register_at_fork(before=_before_fork)
+_os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 del _os
 
 
@@ -185,7 +192,8 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
     The watcher (``arenapool-release``) and the thread of the idle return
     (``arenapool-idle``) run from then on: on Python 3.12 and later, each ``os.fork()``
     warns that the process has threads (``DeprecationWarning``), arenapool's included.
-    A child made by ``fork`` starts its own when it installs or opens a phase.
+    A child made by ``fork`` starts its own idle return at the fork, and its watcher
+    when it installs or opens a phase.
 
     With ``ARENAPOOL=off`` (or ``0``, ``false``, ``no``, any case) in the environment,
     ``install()`` does nothing, and says so once for the program

@@ -170,6 +170,10 @@ def raw_state() -> Literal["top", "wrapped", "absent"]:
     """Where the raw domain's hook is: at the top of the chain, under a later hook, or
     absent."""
 
+def start_idle_return_in_child() -> None:
+    """In a child made by ``fork``, with the hooks taking blocks: starts the child's own
+    idle return (the parent's thread is not in the child)."""
+
 def install_numpy_default() -> bool:
     """Wraps numpy's default handler inside its own capsule; whether it was wrapped
     now."""

@@ -53,6 +53,7 @@ fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(raw_hook::install_raw, m)?)?;
     m.add_function(wrap_pyfunction!(raw_hook::uninstall_raw, m)?)?;
     m.add_function(wrap_pyfunction!(raw_hook::raw_state, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_hook::start_idle_return_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(pymalloc::install_pymalloc_pools, m)?)?;
     m.add_function(wrap_pyfunction!(pymalloc::give_back_pymalloc_pools, m)?)?;

@@ -369,6 +369,19 @@ fn start_taking() {
     let _ = arenapool_alloc::idle_return();
 }
 
+/// In a child made by `fork`, with the hooks taking blocks: starts the child's own
+/// idle return (see `start_taking`), since the parent's thread is not in the child. A
+/// pool's worker made by `fork` (`multiprocessing.Pool`'s, by default before Python
+/// 3.14) never installs the hooks itself, and without it kept what its tasks freed for
+/// as long as it lived. Called by the package's handler after `fork`, outside the
+/// allocator; nothing if the hooks are not taking blocks.
+#[pyfunction]
+pub(crate) fn start_idle_return_in_child() {
+    if route::taking() {
+        let _ = arenapool_alloc::idle_return();
+    }
+}
+
 /// Stops taking blocks, and takes the hook out of the chain if that can be done
 /// safely: it is at the top (no hook installed after it wraps it) and no block of
 /// arenapool's is alive (they must be freed by the hook). Returns where the hook is

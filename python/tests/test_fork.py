@@ -89,6 +89,46 @@ def test_a_child_forked_inside_a_phase_sees_no_phase_open(how: str) -> None:
     assert parent_inside and not parent_after, "the parent's phase changed"
 
 
+def test_a_forked_child_that_never_installs_gives_back_what_it_freed_once_idle() -> None:
+    # A worker of multiprocessing.Pool under fork: the hooks are its parent's, and it
+    # never calls install(). What its tasks free outside phases goes back once it is
+    # idle, as in its parent: its own thread of the idle return starts at the fork.
+    code = textwrap.dedent(
+        """
+        import json, os, time, warnings
+        import arenapool
+
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: a fork of a process with threads
+
+        def rss_mib():
+            with open("/proc/self/statm") as statm:
+                return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+        arenapool.install(numpy=False)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            start = rss_mib()
+            block = bytearray(b"x") * (64 << 20)  # through the hooks, outside phases
+            held = rss_mib() - start
+            del block
+            deadline = time.monotonic() + 30
+            while rss_mib() - start > 16 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.write(write, json.dumps([held, rss_mib() - start]).encode())
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        os.close(write)
+        print(json.dumps([os.waitstatus_to_exitcode(status), json.loads(os.read(read, 10000))]))
+        """
+    )
+    result = run_in_session([sys.executable, "-c", code], timeout=90)
+    status, (held, left) = last_json(result)
+    assert status == 0, result.stderr
+    assert held > 48, f"the child held {held:.0f} MiB with its 64 MiB block alive"
+    assert left <= 16, f"the child still held {left:.0f} MiB 30 s after freeing its 64 MiB block"
+
+
 def test_a_child_forked_right_after_install_starts_its_idle_return() -> None:
     # Forked before the parent's first phase or scope: the child, as a fresh process,
     # starts the thread that gives back what it holds once idle, at its install().

@@ -44,14 +44,13 @@
 //! counted, and when their free pages pass the bound they are purged. A buffer reused
 //! in a loop stays below it. With a bound of 64 MiB (or an eighth of the live blocks)
 //! the workers of the joblib report's program, whose pickles reach 20 to 80 MB, passed
-//! it at nearly every batch and faulted their buffers in again each time (1.0 to 1.1 M
-//! page faults per worker over the job, against 0.45 M with glibc); with twice the
-//! largest block, 0.07 to 0.25 M and a peak RSS of 160 to 220 MiB in single runs on a
-//! loaded machine, but 1.26 to 1.33 M for the two workers together (1.16 M with glibc)
-//! in five interleaved runs on a quiet one: at a batch's end a worker holds about three
-//! times its pickle free, and passes the bound at most batches. Four times kept it
-//! (0.64 to 0.94 M), but a worker then held up to 270 MiB above its start, and loky
-//! (with psutil) restarted one in the middle of a job: outside phases it stays twice.
+//! it at nearly every batch and faulted their buffers in again each time; with twice
+//! the largest block too, as a batch's end left its results, its pickle and the blocks
+//! the pickle grew out of. Those blocks now go back as the buffer leaves them (see
+//! [`RawAlloc::realloc`](crate::RawAlloc::realloc)), and the results and the pickle stay
+//! below three times the largest block: the workers faulted 0.12 M pages over the job,
+//! against 1.16 M with glibc and 1.13 to 1.31 M with twice, and held up to 175 MiB
+//! above their start right after it.
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::mechanism::table::Use;
@@ -67,26 +66,25 @@ const LOOK_EVERY: usize = 16 << 20;
 /// and four times that block, or an eighth of what is live, or 8 MiB per phase arena
 /// (one per CPU), whichever is most.
 ///
-/// Four times, where [`bound_outside`] takes twice: a buffer that work makes again and
+/// Four times, where [`bound_outside`] takes three: a buffer that work makes again and
 /// again leaves about three times its size free at the end of each round (the buffer,
 /// the blocks it grew out of, the untouched pages past its end that its last move took,
 /// and what it was made of or into), and a phase's work is what the program waits for.
 /// A joblib parent receiving the report's results passed twice at nearly every batch
 /// and faulted the next batch's buffers in again. Its pages all go back when the phase
-/// ends. Outside phases, a loky worker that kept as much was restarted by loky's leak
-/// check (300 MB above its start, with psutil installed): there it stays twice.
+/// ends.
 fn bound(live: usize, largest: usize) -> usize {
     kept_free(live, largest, 4).max(PHASE_ARENAS.indices().count() * (8 << 20))
 }
 
 /// The most the arenas that serve blocks outside phases may hold in free pages, with
 /// `live` bytes in live blocks and `largest` the largest block freed into them lately:
-/// 64 MiB and twice that block, or an eighth of what is live if more. A buffer that
-/// work frees and takes again in a loop (a worker's pickle of each batch of results,
-/// with the blocks it grew out of, about as large again) stays below it however large
-/// it is.
+/// 64 MiB and three times that block, or an eighth of what is live if more. A buffer
+/// that work frees and takes again in a loop (a worker's pickle of each batch of
+/// results, with the results it was made of, about as large again) stays below it
+/// however large it is; the blocks it grew out of are not kept (see the module's docs).
 fn bound_outside(live: usize, largest: usize) -> usize {
-    kept_free(live, largest, 2)
+    kept_free(live, largest, 3)
 }
 
 /// 64 MiB and `times` the largest block freed lately (`largest`), or an eighth of the

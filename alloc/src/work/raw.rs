@@ -3,9 +3,11 @@
 
 use std::ffi::{c_int, c_void};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tikv_jemalloc_sys as ffi;
 
+use crate::mechanism::ctl::{self, CtlResult};
 use crate::mechanism::map;
 use crate::mechanism::table::Use;
 use crate::policy::{decay, idle, phase_peak, purge};
@@ -23,6 +25,16 @@ pub(crate) const GROW_FLOOR: usize = 1 << 20;
 /// [`RawAlloc::owns`].
 static ARENAS: PerCpu = PerCpu::new();
 
+/// Arenas for the blocks that [`RawAlloc::realloc`] moves as they grow, outside phases
+/// and scopes, one per CPU, set up as [`ARENAS`]: a growing buffer lives apart from
+/// the blocks it is made of, and a move out of one of them gives its free pages back
+/// (see [`RawAlloc::realloc`]).
+static GROWN: PerCpu = PerCpu::new();
+
+/// Which arenas are [`GROWN`]'s, by index: one load tells a growing buffer's block.
+static IS_GROWN: [AtomicBool; ctl::ARENAS_ALL as usize] =
+    [const { AtomicBool::new(false) }; ctl::ARENAS_ALL as usize];
+
 /// Allocation for code that does not go through Rust's `GlobalAlloc`, with the routing
 /// of [`ArenaAlloc`](crate::ArenaAlloc): a C library's allocator hooks, an
 /// interpreter's raw allocator, an array library's data allocator.
@@ -33,9 +45,11 @@ static ARENAS: PerCpu = PerCpu::new();
 ///   bytes up: the phase arena of the calling thread's CPU;
 /// - otherwise: an arena of this crate's per CPU that keeps freed pages for reuse as
 ///   jemalloc's own do (they decay over 10 s), whatever their size: a large buffer
-///   reused in a loop is not given back at every free. What it keeps goes back when
-///   the process goes idle ([`set_idle_return`](crate::set_idle_return)), at the next
-///   phase's end, or by [`trim`](crate::trim).
+///   reused in a loop is not given back at every free. A block that
+///   [`realloc`](RawAlloc::realloc) moves as it grows goes to another such arena, for
+///   growing blocks. What they keep goes back when the process goes idle
+///   ([`set_idle_return`](crate::set_idle_return)), at the next phase's end, or by
+///   [`trim`](crate::trim).
 ///
 /// Where that arena has no room for the block, or cannot be made (these arenas are made
 /// on first use; jemalloc may refuse a new one, at its limit of arenas or with no
@@ -96,12 +110,22 @@ impl RawAlloc {
     /// A block of 1 MiB or more that grows first tries to grow where it is; one that
     /// must move takes at least twice its usable size (the pages past what was asked
     /// for are not touched, so not resident, and a later call for a smaller size gives
-    /// the tail back to its arena, where the next growth takes it in place). A buffer
+    /// the tail back to its arena, where the next growth takes it in place, except in an
+    /// arena for growing blocks, below, for a size of at least half the block). A buffer
     /// that grows by small steps (CPython's `BytesIO` by an eighth) so moves a few
-    /// times, not at every step: the blocks it leaves behind add up to about its final
-    /// size, not to 4 or 5 times it, which the bound on what the arenas keep free gave
-    /// back to the OS at nearly every batch of joblib's workers. Grown by eighths from
-    /// 1 to 96 MiB, a block moves at most 8 times, where it moved 24 times before.
+    /// times, not at every step. Grown by eighths from 1 to 96 MiB, a block moves at
+    /// most 8 times, where it moved 24 times before.
+    ///
+    /// Outside phases and scopes, such a move goes to an arena of its own for growing
+    /// blocks, one per CPU, and a move out of that arena gives back the free pages
+    /// there, the block just left among them: the blocks a buffer grew out of are not
+    /// kept. There a block keeps its size while the size asked for fits in it and is at
+    /// least half of it (its usable size stays what it was). Kept, they added up to more than the buffer itself (a loky worker that
+    /// pickled 46 MB of results held 50 MiB of arrays, a 92 MiB buffer and 110 MiB of
+    /// blocks it grew out of), passed the bound on what the arenas keep free at every
+    /// batch and took the arrays' pages back with them. A buffer made again the same
+    /// size starts where the last one was freed, and grows there in place: no move, no
+    /// copy, no page faulted in again.
     ///
     /// # Safety
     ///
@@ -113,7 +137,8 @@ impl RawAlloc {
             return Self::alloc(new_size, align);
         }
         let size = new_size.max(1);
-        let outside = map::arena_of(ptr as usize).is_some_and(phase_peak::serves_outside);
+        let arena = map::arena_of(ptr as usize);
+        let outside = arena.is_some_and(phase_peak::serves_outside);
         // The usable size, read while the block is live: what a move frees (counted for
         // an arena for blocks outside phases, see `phase_peak`), and what a growth
         // starts from.
@@ -123,7 +148,19 @@ impl RawAlloc {
         } else {
             0
         };
+        // A growing buffer's block stays as it is while the size fits in it and takes
+        // at least half of it: cut to each size asked for, its tail would be a free
+        // extent of its own, too small for the next step to grow into in place.
+        if arena.is_some_and(is_grown)
+            && size <= usable
+            && size >= usable / 2
+            && align.is_power_of_two()
+            && (ptr as usize) & (align - 1) == 0
+        {
+            return ptr;
+        }
         let mut ask = size;
+        let mut grows = false;
         if size >= GROW_FLOOR && size > usable && align.is_power_of_two() {
             let flags = route::mallocx_flags(None, align, size);
             // SAFETY: `ptr` is a live block of jemalloc's (the caller's contract), the
@@ -133,11 +170,12 @@ impl RawAlloc {
                 return ptr;
             }
             ask = size.max(usable.saturating_mul(2));
+            grows = true;
         }
         let realloc = |size| {
             // SAFETY: `ptr` is a live block of jemalloc's (the caller's contract), the
             // size non-zero, the flags valid; a failed call leaves the block as it was.
-            attempt(size, align, |flags| unsafe {
+            attempt_in(size, align, grows, |flags| unsafe {
                 ffi::rallocx(ptr.cast(), size, flags)
             })
         };
@@ -145,10 +183,16 @@ impl RawAlloc {
         if block.is_null() && ask > size {
             block = realloc(size);
         }
-        // A block that moves out of an arena for blocks outside phases is freed there:
-        // counted as a free is (see `phase_peak`).
         if outside && !block.is_null() && block != ptr {
-            phase_peak::freed_outside(usable);
+            match arena {
+                // The block it grew out of, and any other free pages there, go back.
+                Some(left) if is_grown(left) => {
+                    let _ = purge::purge(left);
+                }
+                // A block that moves out of an arena for blocks outside phases is
+                // freed there: counted as a free is (see `phase_peak`).
+                _ => phase_peak::freed_outside(usable),
+            }
         }
         block
     }
@@ -217,10 +261,20 @@ impl RawAlloc {
 /// of this crate's that exists (see [`route::in_any`]). Null if none has room, or if
 /// `align` is not a power of two.
 fn attempt(size: usize, align: usize, op: impl Fn(c_int) -> *mut c_void) -> *mut u8 {
+    attempt_in(size, align, false, op)
+}
+
+/// [`attempt`], for a block that grows by moving if `grows` (see [`place`]).
+fn attempt_in(
+    size: usize,
+    align: usize,
+    grows: bool,
+    op: impl Fn(c_int) -> *mut c_void,
+) -> *mut u8 {
     if !align.is_power_of_two() {
         return ptr::null_mut();
     }
-    let Some(arena) = place(size) else {
+    let Some(arena) = place(size, grows) else {
         return route::in_any(|other| op(route::mallocx_flags(Some(other), align, size)));
     };
     let block = op(route::mallocx_flags(arena, align, size));
@@ -234,7 +288,9 @@ fn attempt(size: usize, align: usize, op: impl Fn(c_int) -> *mut c_void) -> *mut
 
 /// The arena a block of `size` bytes goes to when the calling thread asks for it
 /// (`None`: the thread's own, one of ours); `None` outside if no arena can be made.
-fn place(size: usize) -> Option<Option<u32>> {
+/// Outside phases and scopes, a block that grows by moving (`grows`) goes to the
+/// thread's arena for growing blocks.
+fn place(size: usize, grows: bool) -> Option<Option<u32>> {
     let arena = if let Some(bound) = binding::bound_arena() {
         // No arena named: jemalloc takes the thread's own, one of ours.
         if size >= FLOOR {
@@ -244,19 +300,38 @@ fn place(size: usize) -> Option<Option<u32>> {
     } else {
         Some(match route::route(size) {
             Some(index) => index,
-            None => general_arena()?,
+            None if grows => general_arena(&GROWN, set_up_grown)?,
+            None => general_arena(&ARENAS, decay::keep_as_outside)?,
         })
     };
     Some(arena)
 }
 
-/// This thread's CPU's arena for blocks outside phases, made on first use.
-fn general_arena() -> Option<u32> {
-    if let Some(index) = ARENAS.pick() {
+/// This thread's arena of `set` ([`ARENAS`] or [`GROWN`]), for blocks outside phases,
+/// made on first use and set up by `setup`.
+fn general_arena(set: &PerCpu, setup: fn(u32) -> CtlResult<()>) -> Option<u32> {
+    if let Some(index) = set.pick() {
         return Some(index);
     }
     // No huge pages: these arenas decay as jemalloc's do, in pieces while work runs,
     // which would break huge pages up over and over.
-    ARENAS.make(false, Use::Raw, decay::keep_as_outside).ok()?;
-    ARENAS.pick()
+    set.make(false, Use::Raw, setup).ok()?;
+    set.pick()
+}
+
+/// Sets up arena `index` as one of [`GROWN`]'s: as [`ARENAS`]' are, and marked.
+fn set_up_grown(index: u32) -> CtlResult<()> {
+    decay::keep_as_outside(index)?;
+    if let Some(mark) = IS_GROWN.get(index as usize) {
+        mark.store(true, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Whether arena `index` is one of [`GROWN`]'s.
+#[inline]
+fn is_grown(index: u32) -> bool {
+    IS_GROWN
+        .get(index as usize)
+        .is_some_and(|mark| mark.load(Ordering::Relaxed))
 }
