@@ -24,6 +24,7 @@ __all__ = [
     "install_raw",
     "uninstall_raw",
     "raw_state",
+    "start_idle_return_in_child",
     "install_numpy",
     "install_numpy_default",
     "uninstall_numpy",
