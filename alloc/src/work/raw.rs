@@ -119,13 +119,14 @@ impl RawAlloc {
     /// Outside phases and scopes, such a move goes to an arena of its own for growing
     /// blocks, one per CPU, and a move out of that arena gives back the free pages
     /// there, the block just left among them: the blocks a buffer grew out of are not
-    /// kept. There a block keeps its size while the size asked for fits in it and is at
-    /// least half of it (its usable size stays what it was). Kept, they added up to more than the buffer itself (a loky worker that
+    /// kept. Kept, they added up to more than the buffer itself (a loky worker that
     /// pickled 46 MB of results held 50 MiB of arrays, a 92 MiB buffer and 110 MiB of
     /// blocks it grew out of), passed the bound on what the arenas keep free at every
-    /// batch and took the arrays' pages back with them. A buffer made again the same
-    /// size starts where the last one was freed, and grows there in place: no move, no
-    /// copy, no page faulted in again.
+    /// batch and took the arrays' pages back with them. There a block also keeps its
+    /// size while the size asked for fits in it and is at least half of it (its usable
+    /// size stays what it was): a buffer made again the same size starts where the last
+    /// one was freed, and grows there in place: no move, no copy, no page faulted in
+    /// again.
     ///
     /// # Safety
     ///
@@ -139,6 +140,7 @@ impl RawAlloc {
         let size = new_size.max(1);
         let arena = map::arena_of(ptr as usize);
         let outside = arena.is_some_and(phase_peak::serves_outside);
+        let grown = arena.is_some_and(is_grown);
         // The usable size, read while the block is live: what a move frees (counted for
         // an arena for blocks outside phases, see `phase_peak`), and what a growth
         // starts from.
@@ -151,7 +153,7 @@ impl RawAlloc {
         // A growing buffer's block stays as it is while the size fits in it and takes
         // at least half of it: cut to each size asked for, its tail would be a free
         // extent of its own, too small for the next step to grow into in place.
-        if arena.is_some_and(is_grown)
+        if grown
             && size <= usable
             && size >= usable / 2
             && align.is_power_of_two()
@@ -186,7 +188,7 @@ impl RawAlloc {
         if outside && !block.is_null() && block != ptr {
             match arena {
                 // The block it grew out of, and any other free pages there, go back.
-                Some(left) if is_grown(left) => {
+                Some(left) if grown => {
                     let _ = purge::purge(left);
                 }
                 // A block that moves out of an arena for blocks outside phases is
