@@ -1,10 +1,11 @@
 //! `RawAlloc`: its blocks are aligned, keep their contents through `realloc` (growing and
 //! shrinking across the phase threshold), and are zeroed when asked; `RawAlloc::owns` is
 //! true for every one of them, in and out of a phase and on a thread in a scope, and
-//! false for the system `malloc`'s memory, the stack, static data and code. Every
-//! assertion holds whether or not a phase is open, so the tests can share the process.
-//! (That jemalloc's own arenas are not ours is checked by `phase_scopes_and_pools`,
-//! which is alone in its process.)
+//! false for the system `malloc`'s memory, the stack, static data and code; growing
+//! blocks, and the give-backs of their arenas, leave other memory's bytes as they were.
+//! Every assertion holds whether or not a phase is open, so the tests can share the
+//! process. (That jemalloc's own arenas are not ours is checked by
+//! `phase_scopes_and_pools`, which is alone in its process.)
 use std::ptr;
 use std::sync::Barrier;
 
@@ -214,4 +215,82 @@ fn null_and_bad_alignments() {
     assert!(q.is_null());
     // SAFETY: `p` is still live after the failed `realloc`; freed once.
     unsafe { RawAlloc::free(p) };
+}
+
+#[test]
+fn growing_blocks_and_their_give_backs_leave_other_memory_unchanged() {
+    // Memory that is not the growing blocks', each byte set: the system `malloc`'s
+    // (small, and large enough for glibc to `mmap` it), a `Vec` of the global
+    // allocator's, and a private mapping of the test's own. Then blocks are grown,
+    // moved, freed and given back, and every one of those bytes is read again.
+    let sizes = [16, 4096, 200_000, 4 * MIB];
+    let system: Vec<*mut u8> = sizes
+        .iter()
+        .map(|&size| {
+            // SAFETY: `malloc` has no preconditions; the block is freed once, below.
+            let p = unsafe { libc::malloc(size) }.cast::<u8>();
+            assert!(!p.is_null());
+            // SAFETY: `p` holds `size` bytes.
+            unsafe { p.write_bytes(0xA5, size) };
+            p
+        })
+        .collect();
+    let heap = vec![0x5Au8; 8 * MIB];
+    let mapped_len = 16 * MIB;
+    // SAFETY: a new private anonymous mapping at an address of the kernel's choosing.
+    let mapped = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            mapped_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(mapped, libc::MAP_FAILED);
+    let mapped = mapped.cast::<u8>();
+    // SAFETY: the mapping holds `mapped_len` bytes.
+    unsafe { mapped.write_bytes(0x3C, mapped_len) };
+
+    // Blocks grown by eighths to 64 MiB and freed, three times: outside phases, each
+    // moves to an arena for growing blocks and on within it, and each move out of that
+    // arena purges it.
+    for _ in 0..3 {
+        let mut size = MIB;
+        let mut block = RawAlloc::alloc(size, 16);
+        assert!(!block.is_null());
+        while size < 64 * MIB {
+            let grown = size + size / 8;
+            // SAFETY: a live block of `RawAlloc`'s, made with this alignment.
+            block = unsafe { RawAlloc::realloc(block, grown, 16) };
+            assert!(!block.is_null());
+            // SAFETY: the block holds at least `grown` bytes.
+            unsafe { block.add(size).write_bytes(1, grown - size) };
+            size = grown;
+        }
+        // SAFETY: live, freed once.
+        unsafe { RawAlloc::free(block) };
+    }
+    let _ = arenapool::trim();
+
+    for (&p, &size) in system.iter().zip(&sizes) {
+        // SAFETY: `p` is a live block of `size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(p, size) };
+        assert!(
+            bytes.iter().all(|&b| b == 0xA5),
+            "libc::malloc({size}) changed"
+        );
+        // SAFETY: `p` came from `malloc` and is freed once.
+        unsafe { libc::free(p.cast()) };
+    }
+    assert!(heap.iter().all(|&b| b == 0x5A), "a Vec's bytes changed");
+    // SAFETY: the mapping is live and `mapped_len` bytes long.
+    let bytes = unsafe { std::slice::from_raw_parts(mapped, mapped_len) };
+    assert!(
+        bytes.iter().all(|&b| b == 0x3C),
+        "a private mapping's bytes changed"
+    );
+    // SAFETY: the mapping is the test's own, unmapped once.
+    unsafe { libc::munmap(mapped.cast(), mapped_len) };
 }
