@@ -14,22 +14,32 @@ Programs:
 - ``joblib``: the joblib report: ``Parallel(n_jobs=2)`` over ``--tasks`` tasks (4,000)
   each returning ``np.ones(50000)`` (400 KB: 1.5 GiB of results), loky backend, the
   workers warmed first by a call of a few tasks.
+- ``futures``: the same tasks through ``ProcessPoolExecutor(2).map`` (one task per
+  message, the executor's default), the workers warmed first.
+- ``pool``: the same through ``multiprocessing.Pool(2).map`` (which sends the tasks
+  and their results in chunks of several hundred), the workers warmed first.
 - ``threads``: the same results made in the workers of a ``ThreadPoolExecutor`` of
   two threads (no worker processes: their columns are empty).
 
+The process pools use the interpreter's default start method (``fork`` on Linux
+before Python 3.14, ``forkserver`` from 3.14 on).
+
 Configurations: ``glibc`` (nothing done), ``trim-threshold``
 (``MALLOC_TRIM_THRESHOLD_=65536``, what Dask sets), ``malloc_trim`` (``malloc_trim(0)``
-called after ``del``), ``arenapool`` (:func:`arenapool.joblib.install`, or a phase
-around the thread pool's map), ``ARENAPOOL=on`` (the variable set, nothing in the
-program). ``--threshold`` sets the size from which arenapool's hooks take blocks
+called after ``del``), ``arenapool`` (:func:`arenapool.joblib.install`;
+:func:`arenapool.futures.install` for ``futures``; a phase around the map for
+``pool``, whose workers call :func:`arenapool.install` as their initializer, and for
+``threads``), ``ARENAPOOL=on`` (the variable set, nothing in the program).
+``--threshold`` sets the size from which arenapool's hooks take blocks
 (:func:`arenapool.set_threshold`) in the ``arenapool`` configuration.
 
 ``--guard`` measures only what a change could make slower, and prints one line per
 figure, ``guard <name> <ratio> <low> <high>``: the ratio arenapool/glibc, median and
-range over ``--runs`` interleaved pairs of fresh processes (the joblib report's
-program): ``report_wall`` and ``report_workers_cpu`` with ``ARENAPOOL=on``,
+range over ``--runs`` interleaved pairs of fresh processes: for the joblib report's
+program, ``report_wall`` and ``report_workers_cpu`` with ``ARENAPOOL=on``,
 ``report_wall_install`` and ``report_workers_cpu_install`` with
-:func:`arenapool.joblib.install`.
+:func:`arenapool.joblib.install`; ``futures_wall`` and ``pool_wall``, the wall time of
+the ``futures`` and ``pool`` programs with ``ARENAPOOL=on``.
 
 ``--dask`` runs the Dask rows instead (see ``arenapool._bench._dask``): the client that
 gathers (with the scheduler in its process, and in one of its own), joblib's dask
@@ -79,7 +89,7 @@ if TYPE_CHECKING:
     import numpy
 
 CONFIGS = ["glibc", "trim-threshold", "malloc_trim", "arenapool", "ARENAPOOL=on"]
-PROGRAMS = ["joblib", "threads"]
+PROGRAMS = ["joblib", "futures", "pool", "threads"]
 
 
 def _rss_mib(pid: str = "self") -> float:
@@ -124,12 +134,21 @@ def _child(program: str, config: str, tasks: int, rounds: int, threshold: int = 
             arenapool.set_threshold(threshold)
         arenapool.install()
         arenapool.joblib.install()
+        if program == "futures":
+            import arenapool.futures
+
+            arenapool.futures.install()
     workers: List[int] = []
+    processes: Any = None
     if program == "joblib":
         # The report's workers were warm: started, and their first tasks run.
         Parallel(n_jobs=2)(delayed(os.getpid)() for _ in range(20))
         time.sleep(1.0)
         workers = _loky_workers()
+    elif program in ("futures", "pool"):
+        processes = _process_pool(program, config)
+        time.sleep(1.0)
+        workers = _pool_workers(processes)
     rows = []
     start = _rss_mib()
     for _ in range(rounds):
@@ -138,6 +157,15 @@ def _child(program: str, config: str, tasks: int, rounds: int, threshold: int = 
         cpu0, wall0 = time.process_time(), time.perf_counter()
         if program == "joblib":
             results = Parallel(n_jobs=2)(delayed(np.ones)(50_000) for _ in range(tasks))
+        elif program == "futures":
+            results = list(processes.map(np.ones, [50_000] * tasks))
+        elif program == "pool" and config == "arenapool":
+            import arenapool
+
+            with arenapool.phase():
+                results = processes.map(np.ones, [50_000] * tasks)
+        elif program == "pool":
+            results = processes.map(np.ones, [50_000] * tasks)
         elif config == "arenapool":
             import arenapool
 
@@ -164,7 +192,43 @@ def _child(program: str, config: str, tasks: int, rounds: int, threshold: int = 
             time.sleep(2.0)
             row["workers_idle"] = max(_rss_mib(str(pid)) - s for pid, s in zip(workers, workers_start))
         rows.append(row)
+    if program == "futures":
+        processes.shutdown()
+    elif program == "pool":
+        processes.close()
+        processes.join()
     print(json.dumps(rows))
+
+
+def _process_pool(program: str, config: str) -> Any:
+    """The two worker processes of ``program`` (``futures``: a ``ProcessPoolExecutor``,
+    ``pool``: a ``multiprocessing.Pool``), under the interpreter's default start method,
+    warmed by a map of a few tasks. With arenapool, a pool's workers install it before
+    their first task (an ``initializer``; those made by ``fork`` have it already), and
+    ``arenapool.futures.install()`` does it for an executor's."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if program == "futures":
+        executor = ProcessPoolExecutor(2)
+        list(executor.map(abs, range(20)))
+        return executor
+    initializer = None
+    if config == "arenapool":
+        import arenapool
+
+        initializer = arenapool.install
+    pool = multiprocessing.Pool(2, initializer=initializer)
+    pool.map(abs, range(20))
+    return pool
+
+
+def _pool_workers(processes: Any) -> List[int]:
+    """The process ids of a ``ProcessPoolExecutor``'s or ``multiprocessing.Pool``'s
+    workers now."""
+    if hasattr(processes, "_pool"):  # multiprocessing.Pool
+        return sorted(worker.pid for worker in processes._pool)
+    return sorted(dict(processes._processes or {}))
 
 
 # --------------------------------------------------------------------------------------
@@ -531,22 +595,27 @@ def _ratios(runs: Dict[str, List[List[Dict[str, float]]]], config: str, key: str
     ]
 
 
+# Each guard's name, and the program, configuration and figure it is the ratio of.
 GUARDS = [
-    ("report_wall", "ARENAPOOL=on", "wall"),
-    ("report_workers_cpu", "ARENAPOOL=on", "workers_cpu"),
-    ("report_wall_install", "arenapool", "wall"),
-    ("report_workers_cpu_install", "arenapool", "workers_cpu"),
+    ("report_wall", "joblib", "ARENAPOOL=on", "wall"),
+    ("report_workers_cpu", "joblib", "ARENAPOOL=on", "workers_cpu"),
+    ("report_wall_install", "joblib", "arenapool", "wall"),
+    ("report_workers_cpu_install", "joblib", "arenapool", "workers_cpu"),
+    ("futures_wall", "futures", "ARENAPOOL=on", "wall"),
+    ("pool_wall", "pool", "ARENAPOOL=on", "wall"),
 ]
 
 
 def _guard(args: argparse.Namespace) -> int:
     """``--guard``: the figures a regression would move, as ratios to glibc's; one line
     each, ``guard <name> <ratio> <low> <high>``."""
-    configs = ["glibc"] + sorted({config for _, config, _ in GUARDS})
-    runs = _interleaved("joblib", configs, args)
-    for name, config, key in GUARDS:
-        ratios = _ratios(runs, config, key) or [math.nan]  # nan: glibc's figure was 0
-        print(f"guard {name} {statistics.median(ratios):.3f} {min(ratios):.3f} {max(ratios):.3f}", flush=True)
+    for program in dict.fromkeys(program for _, program, _, _ in GUARDS):
+        guards = [(name, config, key) for name, of, config, key in GUARDS if of == program]
+        configs = ["glibc"] + sorted({config for _, config, _ in guards})
+        runs = _interleaved(program, configs, args)
+        for name, config, key in guards:
+            ratios = _ratios(runs, config, key) or [math.nan]  # nan: glibc's figure was 0
+            print(f"guard {name} {statistics.median(ratios):.3f} {min(ratios):.3f} {max(ratios):.3f}", flush=True)
     return 0
 
 
