@@ -7,23 +7,16 @@
 //!
 //! Process-wide page faults: the only test of its binary.
 
+mod common;
+
 use arenapool_alloc::{set_idle_return, ArenaAlloc, RawAlloc};
+use common::minor_faults;
 
 #[global_allocator]
 static GLOBAL: ArenaAlloc = ArenaAlloc;
 
 const BLOCKS: usize = 128;
 const BLOCK: usize = 400_000;
-
-fn minor_faults() -> i64 {
-    // SAFETY: `getrusage` fills the struct it is given.
-    let usage = unsafe {
-        let mut usage = std::mem::zeroed::<libc::rusage>();
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
-        usage
-    };
-    usage.ru_minflt
-}
 
 /// One batch, its buffer made with `start` bytes; returns the bytes it wrote.
 fn batch(start: usize) -> usize {

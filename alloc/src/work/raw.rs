@@ -116,6 +116,13 @@ impl RawAlloc {
     /// times, not at every step. Grown by eighths from 1 to 96 MiB, a block moves at
     /// most 8 times, where it moved 24 times before.
     ///
+    /// A block of 1 MiB or more cut to less than 1 MiB moves to a block of the new size
+    /// (a copy of under 1 MiB), and is freed whole. Cut where it is, its tail would be
+    /// a free extent of its own, and a block of the old size asked for next would not
+    /// fit there: CPython's `os.read` takes a block of the size asked for and cuts it to
+    /// what was read, so a pipe read in 64 KiB pieces into blocks of the message's
+    /// remaining size took fresh pages at every read, and faulted them in.
+    ///
     /// Outside phases and scopes, such a move goes to an arena of its own for growing
     /// blocks, one per CPU, and a move out of that arena gives back the free pages
     /// there, the block just left among them: the blocks a buffer grew out of are not
@@ -142,14 +149,10 @@ impl RawAlloc {
         let outside = arena.is_some_and(phase_peak::serves_outside);
         let grown = arena.is_some_and(is_grown);
         // The usable size, read while the block is live: what a move frees (counted for
-        // an arena for blocks outside phases, see `phase_peak`), and what a growth
-        // starts from.
-        let usable = if outside || size >= GROW_FLOOR {
-            // SAFETY: a live block of jemalloc's (the caller's contract).
-            unsafe { ffi::sallocx(ptr.cast(), 0) }
-        } else {
-            0
-        };
+        // an arena for blocks outside phases, see `phase_peak`), what a growth starts
+        // from, and what a cut is cut from.
+        // SAFETY: a live block of jemalloc's (the caller's contract).
+        let usable = unsafe { ffi::sallocx(ptr.cast(), 0) };
         // A growing buffer's block stays as it is while the size fits in it and takes
         // at least half of it: cut to each size asked for, its tail would be a free
         // extent of its own, too small for the next step to grow into in place.
@@ -160,6 +163,21 @@ impl RawAlloc {
             && (ptr as usize) & (align - 1) == 0
         {
             return ptr;
+        }
+        // A large block cut to less than `GROW_FLOOR` moves, whole, to a block of the
+        // new size: cut where it is, its tail would be a free extent of its own, which
+        // the next block of the old size does not fit in.
+        if usable >= GROW_FLOOR && size < GROW_FLOOR {
+            let moved = Self::alloc(size, align);
+            if !moved.is_null() {
+                // SAFETY: `size` bytes fit in both blocks (`size` < `usable`), which are
+                // distinct; `ptr` is live (the caller's contract) and freed once.
+                unsafe {
+                    moved.copy_from_nonoverlapping(ptr, size);
+                    Self::free(ptr);
+                }
+                return moved;
+            }
         }
         let mut ask = size;
         let mut grows = false;

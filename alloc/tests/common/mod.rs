@@ -32,6 +32,17 @@ pub fn rss() -> usize {
     arenapool_alloc::rss()
 }
 
+/// The process's minor page faults so far.
+pub fn minor_faults() -> i64 {
+    // SAFETY: `getrusage` fills the struct it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
+        usage
+    };
+    usage.ru_minflt
+}
+
 /// `a - b` in MiB, signed, for printing.
 pub fn mib_diff(a: usize, b: usize) -> f64 {
     (a as f64 - b as f64) / MIB as f64
