@@ -116,13 +116,6 @@ impl RawAlloc {
     /// times, not at every step. Grown by eighths from 1 to 96 MiB, a block moves at
     /// most 8 times, where it moved 24 times before.
     ///
-    /// A block of 1 MiB or more cut to less than 1 MiB moves to a block of the new size
-    /// (a copy of under 1 MiB), and is freed whole. Cut where it is, its tail would be
-    /// a free extent of its own, and a block of the old size asked for next would not
-    /// fit there: CPython's `os.read` takes a block of the size asked for and cuts it to
-    /// what was read, so a pipe read in 64 KiB pieces into blocks of the message's
-    /// remaining size took fresh pages at every read, and faulted them in.
-    ///
     /// Outside phases and scopes, such a move goes to an arena of its own for growing
     /// blocks, one per CPU, and a move out of that arena gives back the free pages
     /// there, the block just left among them: the blocks a buffer grew out of are not
@@ -134,6 +127,14 @@ impl RawAlloc {
     /// size stays what it was): a buffer made again the same size starts where the last
     /// one was freed, and grows there in place: no move, no copy, no page faulted in
     /// again.
+    ///
+    /// Outside phases and scopes, a block of 1 MiB or more cut to less than 1 MiB moves
+    /// to a block of the new size (a copy of under 1 MiB), and is freed whole. Cut
+    /// where it is, its tail would be a free extent of its own, and a block of the old
+    /// size asked for next would not fit there: CPython's `os.read` takes a block of
+    /// the size asked for and cuts it to what was read, so a pipe read in 64 KiB pieces
+    /// into blocks of the message's remaining size took fresh pages at every read, and
+    /// faulted them in.
     ///
     /// # Safety
     ///
@@ -151,8 +152,12 @@ impl RawAlloc {
         // The usable size, read while the block is live: what a move frees (counted for
         // an arena for blocks outside phases, see `phase_peak`), what a growth starts
         // from, and what a cut is cut from.
-        // SAFETY: a live block of jemalloc's (the caller's contract).
-        let usable = unsafe { ffi::sallocx(ptr.cast(), 0) };
+        let usable = if outside || size >= GROW_FLOOR {
+            // SAFETY: a live block of jemalloc's (the caller's contract).
+            unsafe { ffi::sallocx(ptr.cast(), 0) }
+        } else {
+            0
+        };
         // A growing buffer's block stays as it is while the size fits in it and takes
         // at least half of it: cut to each size asked for, its tail would be a free
         // extent of its own, too small for the next step to grow into in place.
@@ -164,17 +169,21 @@ impl RawAlloc {
         {
             return ptr;
         }
-        // A large block cut to less than `GROW_FLOOR` moves, whole, to a block of the
-        // new size: cut where it is, its tail would be a free extent of its own, which
-        // the next block of the old size does not fit in.
-        if usable >= GROW_FLOOR && size < GROW_FLOOR {
+        // Outside phases and scopes, a large block cut to less than `GROW_FLOOR` moves,
+        // whole, to a block of the new size: cut where it is, its tail would be a free
+        // extent of its own, which the next block of the old size does not fit in. The
+        // block left counts as `size` bytes freed towards the bound on what is kept:
+        // like a cut's tail (which counts as nothing), its pages past them were likely
+        // never written, and a look at the bound at every read would cost more than
+        // the move saves.
+        if outside && usable >= GROW_FLOOR && size < GROW_FLOOR {
             let moved = Self::alloc(size, align);
             if !moved.is_null() {
                 // SAFETY: `size` bytes fit in both blocks (`size` < `usable`), which are
                 // distinct; `ptr` is live (the caller's contract) and freed once.
                 unsafe {
                     moved.copy_from_nonoverlapping(ptr, size);
-                    Self::free(ptr);
+                    free_counted(ptr, Some(size));
                 }
                 return moved;
             }
@@ -224,28 +233,8 @@ impl RawAlloc {
     /// `ptr` is null or a live block of [`RawAlloc`]'s, not used again.
     pub unsafe fn free(ptr: *mut u8) {
         if !ptr.is_null() {
-            idle::notice_free();
-            let mut kept = None;
-            let _ = purge::free(ptr, None, |arena| {
-                // The size of a block that a phase arena, or one for blocks outside
-                // phases, keeps, read while it is live.
-                if let Some(arena) = arena {
-                    if phase_peak::keeps(arena) || phase_peak::serves_outside(arena) {
-                        // SAFETY: a live block of jemalloc's (the caller's contract).
-                        kept = Some((arena, unsafe { ffi::sallocx(ptr.cast(), 0) }));
-                    }
-                }
-                // SAFETY: a live block of jemalloc's, freed once (the caller's
-                // contract), straight to its arena.
-                unsafe { ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE) };
-            });
-            match kept {
-                Some((arena, size)) if phase_peak::serves_outside(arena) => {
-                    phase_peak::freed_outside(size)
-                }
-                Some((_, size)) => phase_peak::freed(size),
-                None => {}
-            }
+            // SAFETY: a live block of RawAlloc's, freed once (the caller's contract).
+            unsafe { free_counted(ptr, None) }
         }
     }
 
@@ -270,6 +259,37 @@ impl RawAlloc {
     pub unsafe fn usable_size(ptr: *const u8) -> usize {
         // SAFETY: a live block of jemalloc's (the caller's contract).
         unsafe { ffi::sallocx(ptr.cast(), 0) }
+    }
+}
+
+/// Frees `ptr`, a live block of [`RawAlloc`]'s, counted as `counted` bytes freed (its
+/// usable size if `None`) towards the bound of the arenas it lies in (see
+/// [`phase_peak`]), if they keep what is freed.
+///
+/// # Safety
+///
+/// `ptr` is a live block of [`RawAlloc`]'s, not used again.
+unsafe fn free_counted(ptr: *mut u8, counted: Option<usize>) {
+    idle::notice_free();
+    let mut kept = None;
+    let _ = purge::free(ptr, None, |arena| {
+        // The size of a block that a phase arena, or one for blocks outside phases,
+        // keeps, read while it is live.
+        if let Some(arena) = arena {
+            if phase_peak::keeps(arena) || phase_peak::serves_outside(arena) {
+                // SAFETY: a live block of jemalloc's (the caller's contract).
+                let usable = || unsafe { ffi::sallocx(ptr.cast(), 0) };
+                kept = Some((arena, counted.unwrap_or_else(usable)));
+            }
+        }
+        // SAFETY: a live block of jemalloc's, freed once (the caller's contract),
+        // straight to its arena.
+        unsafe { ffi::dallocx(ptr.cast::<c_void>(), ffi::MALLOCX_TCACHE_NONE) };
+    });
+    match kept {
+        Some((arena, size)) if phase_peak::serves_outside(arena) => phase_peak::freed_outside(size),
+        Some((_, size)) => phase_peak::freed(size),
+        None => {}
     }
 }
 
