@@ -161,8 +161,10 @@ impl Stats {
 /// [`write_prometheus`](crate::write_prometheus) writes it in Prometheus' text format.
 ///
 /// jemalloc's figures and those of each arena come from one refresh of jemalloc's
-/// statistics, so the kinds' `resident` add up to jemalloc's. The running totals and
-/// `rss` are read after it.
+/// statistics, so the kinds' `resident` add up to jemalloc's: a read that another
+/// thread's refresh overtook (the allocator refreshes them too, at a phase's end or
+/// as it bounds what its arenas keep) is made again, up to 8 times. The running
+/// totals and `rss` are read after it.
 ///
 /// # Cost
 ///
@@ -181,41 +183,66 @@ impl Stats {
 /// ```
 pub fn stats() -> Stats {
     let mut stats = Stats::default();
-    if ctl::refresh_stats().is_ok() {
-        if let Ok(totals) = ctl::totals() {
-            stats.allocated = totals.allocated;
-            stats.active = totals.active;
-            stats.metadata = totals.metadata;
-            stats.resident = totals.resident;
-            stats.mapped = totals.mapped;
-            stats.retained = totals.retained;
-        }
-        let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
-        for index in 0..count {
-            // An index no arena has yet (an automatic one no thread used) has none.
-            let Ok(figures) = ctl::arena_figures(index) else {
-                continue;
-            };
-            stats.dirty += figures.dirty;
-            stats.muzzy += figures.muzzy;
-            stats.give_backs_failed += purge::failures(index);
-            if !table::is_ours(index) {
-                stats.automatic.add(&figures, false);
-                stats.returned += ctl::arena_purged_bytes(index).unwrap_or(0) as u64;
-                continue;
-            }
-            let state = table::arena(index);
-            let held = match state.serves() {
-                Use::Idle => &mut stats.idle,
-                Use::Scope => &mut stats.scope,
-                Use::Pool => &mut stats.pool,
-                Use::Phase => &mut stats.phase,
-                Use::Raw => &mut stats.raw,
-            };
-            held.add(&figures, state.has_huge_pages());
-            stats.returned += hooks::bytes_given_back(index);
+    for _ in 0..READS {
+        stats = Stats::default();
+        let Ok(()) = ctl::refresh_stats() else {
+            break;
+        };
+        let before = ctl::stats_epoch();
+        read_jemalloc_figures(&mut stats);
+        match (before, ctl::stats_epoch()) {
+            // Another thread refreshed them meanwhile: some figures are of its refresh.
+            (Ok(before), Ok(after)) if before != after => continue,
+            _ => break,
         }
     }
+    read_running_totals(&mut stats);
+    stats
+}
+
+/// How many times [`stats`] reads jemalloc's figures at most, while other threads'
+/// refreshes overtake its reads; the last read stands.
+const READS: usize = 8;
+
+/// jemalloc's figures and each arena's, as of the last refresh, into `stats`.
+fn read_jemalloc_figures(stats: &mut Stats) {
+    if let Ok(totals) = ctl::totals() {
+        stats.allocated = totals.allocated;
+        stats.active = totals.active;
+        stats.metadata = totals.metadata;
+        stats.resident = totals.resident;
+        stats.mapped = totals.mapped;
+        stats.retained = totals.retained;
+    }
+    let count = ctl::arenas_count().unwrap_or(0).min(ARENAS_ALL);
+    for index in 0..count {
+        // An index no arena has yet (an automatic one no thread used) has none.
+        let Ok(figures) = ctl::arena_figures(index) else {
+            continue;
+        };
+        stats.dirty += figures.dirty;
+        stats.muzzy += figures.muzzy;
+        stats.give_backs_failed += purge::failures(index);
+        if !table::is_ours(index) {
+            stats.automatic.add(&figures, false);
+            stats.returned += ctl::arena_purged_bytes(index).unwrap_or(0) as u64;
+            continue;
+        }
+        let state = table::arena(index);
+        let held = match state.serves() {
+            Use::Idle => &mut stats.idle,
+            Use::Scope => &mut stats.scope,
+            Use::Pool => &mut stats.pool,
+            Use::Phase => &mut stats.phase,
+            Use::Raw => &mut stats.raw,
+        };
+        held.add(&figures, state.has_huge_pages());
+        stats.returned += hooks::bytes_given_back(index);
+    }
+}
+
+/// The running totals and `rss`, into `stats`.
+fn read_running_totals(stats: &mut Stats) {
     stats.rss = memory::rss();
     stats.arenas_created = table::created() as u64;
     stats.arenas_recycled = tally::arenas_recycled();
@@ -231,5 +258,4 @@ pub fn stats() -> Stats {
                 .map(move |work| (label, work, tally::totals(work, Some(label))))
         })
         .collect();
-    stats
 }

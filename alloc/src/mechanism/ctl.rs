@@ -621,6 +621,14 @@ pub(crate) fn refresh_stats() -> CtlResult<()> {
     unsafe { mibs()?.epoch.write::<u64>(1) }
 }
 
+/// How many times jemalloc's statistics were refreshed so far (`epoch`, read without
+/// a refresh): figures read between two equal counts come from one refresh, which
+/// another thread's [`refresh_stats`] would otherwise replace halfway through a read.
+pub(crate) fn stats_epoch() -> CtlResult<u64> {
+    // SAFETY: `epoch` is a `uint64_t`; read without a new value, it refreshes nothing.
+    unsafe { mibs()?.epoch.read::<u64>() }
+}
+
 /// Bytes arena `index` has given back to the OS since it was created, as of the last
 /// [`refresh_stats`]: its purged dirty and muzzy pages. (A page that went dirty to
 /// muzzy to clean would count twice, but arenas here never purge lazily: their decay
