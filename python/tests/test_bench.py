@@ -43,10 +43,11 @@ def test_the_process_pools_programs_measure_the_parent_and_each_worker_in_every_
                 for config in ("glibc", "arenapool", "ARENAPOOL=on")]
     assert sorted(rows) == sorted(expected), rows
     for name, cells in rows.items():
-        # Figures, not the dash of a column with nothing measured (no workers found).
+        # Figures, not the dash of a column with nothing measured (no workers found); a
+        # worker's figures are above its start, and can be a little below it ("-0").
         for column in ("wall", "parent CPU", "workers after del", "workers 2 s later", "workers' CPU",
                        "wall vs glibc"):
-            assert re.fullmatch(r"[0-9.]+", cells[column]), (name, column, cells)
+            assert re.fullmatch(r"-?[0-9.]+", cells[column]), (name, column, cells)
 
 
 def test_the_guard_has_a_ratio_for_the_process_pools_wall_time():
@@ -55,6 +56,11 @@ def test_the_guard_has_a_ratio_for_the_process_pools_wall_time():
         word, name, *figures = line.split()
         assert word == "guard", line
         guards[name] = [float(figure) for figure in figures]
-    assert set(guards) >= {"report_wall", "report_wall_install", "futures_wall", "pool_wall"}, guards
+    walls = {"report_wall", "report_wall_install", "futures_wall", "pool_wall"}
+    assert set(guards) >= walls, guards
     for name, (ratio, low, high) in guards.items():
-        assert math.isfinite(ratio) and 0 < low <= ratio <= high, (name, guards[name])
+        # A CPU ratio of 40 tasks can be 0, or nan where glibc's workers used no tick.
+        assert math.isnan(ratio) or low <= ratio <= high, (name, guards[name])
+    for name in walls:
+        ratio, low, _ = guards[name]
+        assert math.isfinite(ratio) and low > 0, (name, guards[name])
