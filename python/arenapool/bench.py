@@ -228,7 +228,7 @@ def _pool_workers(processes: Any) -> List[int]:
     workers now."""
     if hasattr(processes, "_pool"):  # multiprocessing.Pool
         return sorted(worker.pid for worker in processes._pool)
-    return sorted(dict(processes._processes or {}))
+    return sorted(_worker_pids([processes]))
 
 
 # --------------------------------------------------------------------------------------

@@ -184,12 +184,11 @@ impl Stats {
 pub fn stats() -> Stats {
     let mut stats = Stats::default();
     for _ in 0..READS {
-        stats = Stats::default();
         let Ok(()) = ctl::refresh_stats() else {
             break;
         };
         let before = ctl::stats_epoch();
-        read_jemalloc_figures(&mut stats);
+        stats = jemalloc_figures();
         match (before, ctl::stats_epoch()) {
             // Another thread refreshed them meanwhile: some figures are of its refresh.
             (Ok(before), Ok(after)) if before != after => continue,
@@ -204,8 +203,9 @@ pub fn stats() -> Stats {
 /// refreshes overtake its reads; the last read stands.
 const READS: usize = 8;
 
-/// jemalloc's figures and each arena's, as of the last refresh, into `stats`.
-fn read_jemalloc_figures(stats: &mut Stats) {
+/// jemalloc's figures and each arena's, as of the last refresh; the rest at 0.
+fn jemalloc_figures() -> Stats {
+    let mut stats = Stats::default();
     if let Ok(totals) = ctl::totals() {
         stats.allocated = totals.allocated;
         stats.active = totals.active;
@@ -239,6 +239,7 @@ fn read_jemalloc_figures(stats: &mut Stats) {
         held.add(&figures, state.has_huge_pages());
         stats.returned += hooks::bytes_given_back(index);
     }
+    stats
 }
 
 /// The running totals and `rss`, into `stats`.
