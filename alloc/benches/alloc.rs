@@ -6,6 +6,9 @@
 //!   `Jemalloc`, through `ArenaAlloc` with no phase open, and through `ArenaAlloc`
 //!   inside a phase (where 64 KiB blocks go to the phase arenas). Goal: `ArenaAlloc`
 //!   <= 1.02x `Jemalloc` with no phase; 64 KiB <= 1.05x `Jemalloc` inside a phase.
+//! - `phase/end/*`: the fixed cost of a phase that does nothing: opened and ended
+//!   (`empty`), and with its report (`empty_report`, what Python's `arenapool.phase()`
+//!   takes), the phase arenas already made.
 //! - `scope/*`: the fixed cost of a scope, empty or with one allocation that escapes
 //!   it (goal: <= 1.3 us each), and of entering an arena held by hand.
 //! - `large_reuse/16MiB/*`: a 16 MiB block allocated, touched (a byte a page) and freed
@@ -20,7 +23,9 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use arenapool_alloc::{enter_phase, phase_threshold, with_arena, Arena, ArenaAlloc, RawAlloc};
+use arenapool_alloc::{
+    enter_phase, phase_report, phase_threshold, with_arena, Arena, ArenaAlloc, RawAlloc,
+};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tikv_jemallocator::Jemalloc;
 
@@ -123,6 +128,12 @@ fn phase(c: &mut Criterion) {
         drop(phase);
         group.finish();
     }
+    let mut group = c.benchmark_group("phase/end");
+    group.bench_function("empty", |b| {
+        b.iter(|| arenapool_alloc::phase(|| black_box(1)))
+    });
+    group.bench_function("empty_report", |b| b.iter(|| phase_report(|| black_box(1))));
+    group.finish();
 }
 
 fn scope(c: &mut Criterion) {
