@@ -28,14 +28,14 @@ For a program as written, and every process it starts, without a line:
 case; another value counts as unset and warns once for the program.
 """
 
-from __future__ import annotations
-
 import sys
 
 # What this module imports as it loads is what ``ARENAPOOL=on`` costs every process at
 # its start (see arenapool._integrations._startup): the extension and the light
 # modules of the core. The rest is imported when it is first used: the names below
-# from their modules by __getattr__, typing's only for type checkers.
+# from their modules by __getattr__, typing's only for type checkers. None of these
+# modules has `from __future__ import annotations`, which imports `__future__`: their
+# annotations that name typing's types are strings.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Literal, Optional, TypeVar
@@ -51,9 +51,11 @@ if TYPE_CHECKING:
 # _warnings first: if the extension cannot load, the startup hook still finds
 # ArenaPoolWarning to say so with.
 from ._core._warnings import ArenaPoolWarning
-from ._core._build import check_build
 
-check_build()  # before the extension is loaded: a free-threaded build cannot load it
+if "t" in sys.abiflags:  # free-threaded: refused before the extension is loaded
+    from ._core._build import check_build
+
+    check_build()
 
 from . import _arenapool
 from ._arenapool import ArenaPoolError, Memory, Report, memory, rss, trim
@@ -155,7 +157,7 @@ def _numpy_ready() -> bool:
     return (major, minor) >= (1, 22)
 
 
-def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) -> None:
+def install(*, numpy: "Optional[bool]" = None, threshold: "Optional[int]" = None) -> None:
     """Install arenapool's hooks: large blocks then go to arenapool's arenas.
 
     - A hook on CPython's raw allocator, for the whole process: it wraps the allocator
@@ -223,7 +225,7 @@ def install(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) ->
         _release.start_watcher()
 
 
-def _install_hooks(*, numpy: Optional[bool] = None, threshold: Optional[int] = None) -> bool:
+def _install_hooks(*, numpy: "Optional[bool]" = None, threshold: "Optional[int]" = None) -> bool:
     """:func:`install` but the watcher; whether the hooks are installed (``False``
     under ``ARENAPOOL=off``). What ``ARENAPOOL=on`` does as the interpreter starts."""
     if _switch.off():
@@ -287,7 +289,7 @@ def threshold() -> int:
     return _arenapool.threshold()
 
 
-def set_threshold(nbytes: Optional[int]) -> None:
+def set_threshold(nbytes: "Optional[int]") -> None:
     """Set the size, in bytes, from which the hooks send blocks to arenapool, at once.
 
     ``None`` restores the default, 64 KiB. A lower threshold catches more blocks and
@@ -311,7 +313,7 @@ def set_threshold(nbytes: Optional[int]) -> None:
     _arenapool.set_threshold(nbytes)
 
 
-def stats() -> Dict[str, float]:
+def stats() -> "Dict[str, float]":
     """A snapshot of what the allocator holds and what work gave back, under the names
     of arenapool's Prometheus metrics: ``name`` for a metric with one series,
     ``name{label="value",...}`` (labels in alphabetical order) for each series of the
@@ -363,7 +365,7 @@ class _PhaseClass(type):
             "(with parentheses), or `with arenapool.phase() as p:` to read p.report after the block"
         )
 
-    def __exit__(cls, *exc: Any) -> None:  # pragma: no cover - __enter__ always raises
+    def __exit__(cls, *exc: "Any") -> None:  # pragma: no cover - __enter__ always raises
         return None
 
 
@@ -401,15 +403,15 @@ class phase(metaclass=_PhaseClass):
     open its own).
     """
 
-    report: Optional[Report]
+    report: "Optional[Report]"
     """The phase's :class:`Report` once it has ended; ``None`` before and inside the
     block."""
-    released: List[Release]
+    released: "List[Release]"
     """What glibc, pymalloc, Arrow's pools and DuckDB gave back when the phase ended
     (empty before, and when another phase was still open)."""
-    _open: Optional[_arenapool.OpenPhase]
+    _open: "Optional[_arenapool.OpenPhase]"
 
-    def __new__(cls, function: Optional[Callable[..., Any]] = None) -> Any:
+    def __new__(cls, function: "Optional[Callable[..., Any]]" = None) -> "Any":
         if function is None:
             return super().__new__(cls)
         if not callable(function):
@@ -424,13 +426,13 @@ class phase(metaclass=_PhaseClass):
         self.released = []
         self._open = None
 
-    def __call__(self, function: _F) -> _F:
+    def __call__(self, function: "_F") -> "_F":
         """``function`` as a phase: each call of it a phase of its own (calls may
         overlap)."""
         import functools  # here, not at the top: not imported as the interpreter starts
 
         @functools.wraps(function)
-        def in_a_phase(*args: Any, **kwargs: Any) -> Any:
+        def in_a_phase(*args: "Any", **kwargs: "Any") -> "Any":
             with phase():
                 return function(*args, **kwargs)
 
@@ -443,7 +445,7 @@ class phase(metaclass=_PhaseClass):
         self._open = _arenapool.enter_phase()
         return self
 
-    def __exit__(self, *exc: Any) -> Literal[False]:
+    def __exit__(self, *exc: "Any") -> "Literal[False]":
         opened, self._open = self._open, None
         if opened is None:
             if self.report is not None:
@@ -474,10 +476,7 @@ class phase(metaclass=_PhaseClass):
         return f"<arenapool.phase {state}>"
 
 
-del check_build  # run once, above
-
-
-def __dir__() -> List[str]:
+def __dir__() -> "List[str]":
     """``dir(arenapool)``: the public API (``__all__``) and the submodules imported so
     far (``arenapool.joblib``...), not the names the package uses inside."""
     modules = [

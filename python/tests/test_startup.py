@@ -72,13 +72,11 @@ def test_each_value_that_is_on_installs_at_start(value):
 # What ARENAPOOL=on may import as the interpreter starts, beyond what the interpreter
 # imports without it: arenapool's light modules (the rest is imported when used).
 STARTUP_MODULES = {
-    "__future__",  # `from __future__ import annotations` in arenapool's modules
     "_tracemalloc",  # built into the interpreter: the raw hook asks whether it traces
     "arenapool",
     "arenapool._arenapool",
     "arenapool._core",
     "arenapool._core._arrow",
-    "arenapool._core._build",
     "arenapool._core._switch",
     "arenapool._core._warnings",
     "arenapool._integrations",

@@ -23,6 +23,15 @@
 //! program that reads a small file every few milliseconds is idle for it, and what a
 //! give-back costs it is the trickle's pages faulted in again, at most once per delay.
 //!
+//! A process that computes is working too: a round in which its CPU time grew by half
+//! the round or more (half a CPU, on any of its threads) is not quiet, whatever it
+//! allocated, up to [`COMPUTING_ROUNDS`] in a row (30 delays). Work that allocates
+//! its large blocks once per stretch of computing, seconds apart (scikit-learn's
+//! random forest fits each tree on a worker thread, and makes a tree's sample arrays of
+//! 16 MB as it begins), would otherwise have them given back during each stretch and
+//! fault them in again for the next. A process that computes on for 30 delays without
+//! a large block has what it freed given back then.
+//!
 //! Two other ways were measured against this one, with the benchmark suite's
 //! workloads that start threads of their own (docs/design.md has the figures): jemalloc's
 //! background threads, with its arenas' decay shortened to the delay, made two of them
@@ -302,9 +311,41 @@ fn run_thread() {
 /// between the delay and a quarter more after the process last worked.
 const ROUNDS: u32 = 4;
 
+/// How many rounds in a row the process may compute without work on the large path
+/// (see [`computes`]) before the rounds count as quiet again: 30 delays (30 s by
+/// default). What a process that computes on without large blocks freed meanwhile goes
+/// back then, as jemalloc's decay would give it back if anything allocated in its
+/// arenas.
+const COMPUTING_ROUNDS: u32 = 30 * ROUNDS;
+
+/// Whether the process computed through a round of length `round`: its CPU time grew
+/// by half the round or more (half a CPU busy, on any of its threads) from `before` to
+/// `after`. `false` if either reading failed.
+fn computes(before: Option<Duration>, after: Option<Duration>, round: Duration) -> bool {
+    match (before, after) {
+        (Some(before), Some(after)) => after.saturating_sub(before) >= round / 2,
+        _ => false,
+    }
+}
+
+/// The CPU time the process has used so far, on all its threads; `None` if the clock
+/// cannot be read.
+fn process_cpu_time() -> Option<Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable `timespec`; the call writes only to it.
+    let read = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    let seconds = u64::try_from(now.tv_sec).ok()?;
+    let nanos = u32::try_from(now.tv_nsec).ok()?;
+    (read == 0).then(|| Duration::new(seconds, nanos))
+}
+
 /// The thread: waits until the process has not worked (see [`WORK`]) for [`ROUNDS`]
 /// rounds of a quarter of the delay in a row, gives back what the arenas hold free, and
-/// sleeps until the large path is used again.
+/// sleeps until the large path is used again. A round in which the process computed
+/// ([`computes`]) is not quiet, up to [`COMPUTING_ROUNDS`] in a row.
 fn run() {
     loop {
         let Some(delay) = delay() else {
@@ -314,11 +355,19 @@ fn run() {
         };
         let round = (delay / ROUNDS).max(Duration::from_millis(1));
         let mut quiet = 0;
+        let mut computing = 0;
+        let mut cpu = process_cpu_time();
         while quiet < ROUNDS {
             thread::sleep(round);
             ALLOCATED.store(0, Ordering::Relaxed);
+            let now = process_cpu_time();
+            let computed = computes(cpu, now, round);
+            cpu = now;
             match NOTICE.compare_exchange(USED, QUIET, Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => quiet = 0,
+                Ok(_) => (quiet, computing) = (0, 0),
+                Err(QUIET) if computed && computing < COMPUTING_ROUNDS => {
+                    (quiet, computing) = (0, computing + 1);
+                }
                 Err(QUIET) => quiet += 1,
                 // Turned off meanwhile.
                 Err(_) => break,
@@ -382,7 +431,9 @@ fn give_back() {
 /// (`arenapool-idle`), once the delay has passed with no quarter of it in which blocks
 /// of 16 KiB or more adding up to 4 MiB were allocated, as [`trim`](crate::trim) would;
 /// then the thread sleeps until the next such block is allocated or freed. A process
-/// that works is not touched: the thread wakes four times per delay to look. One that
+/// that works is not touched: the thread wakes four times per delay to look. Nor is one
+/// that computes (a quarter of the delay in which it used half a CPU or more counts as
+/// work), for up to 30 delays without a large block. One that
 /// allocates less (a file's read buffer now and then) has what it freed given back
 /// once per delay at most, and faults in again only the pages it then uses. Small objects that a thread's cache holds stay until that thread
 /// allocates or flushes ([`flush_thread_cache`](crate::flush_thread_cache)): a few MiB
@@ -433,5 +484,24 @@ mod tests {
         assert_eq!(parse("-5"), Err(()));
         assert_eq!(parse("soon"), Err(()));
         assert_eq!(parse(""), Err(()));
+    }
+
+    #[test]
+    fn a_round_is_computed_through_from_half_a_cpu() {
+        let round = Duration::from_millis(250);
+        let at = |ms| Some(Duration::from_millis(ms));
+        assert!(computes(at(1000), at(1125), round));
+        assert!(computes(at(1000), at(1500), round)); // two threads busy
+        assert!(!computes(at(1000), at(1124), round));
+        assert!(!computes(at(1000), at(1000), round));
+        assert!(!computes(None, at(2000), round));
+        assert!(!computes(at(1000), None, round));
+        // The clock reads on this machine, and grows as the process works.
+        let before = process_cpu_time().expect("the process's CPU clock");
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(20) {
+            std::hint::black_box(0);
+        }
+        assert!(process_cpu_time().expect("the process's CPU clock") > before);
     }
 }

@@ -19,8 +19,6 @@ pyarrow chooses its default pool when it loads, from ``ARROW_DEFAULT_MEMORY_POOL
   mimalloc's), or ``arenapool.set_release(arrow=False)`` called before: left as it is.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -2,8 +2,6 @@
 lock). Checked before the extension is loaded, so that a free-threaded build gets an
 error that says so instead of the extension failing to initialise."""
 
-from __future__ import annotations
-
 import sys
 
 

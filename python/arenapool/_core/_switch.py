@@ -20,8 +20,6 @@ names the variable, its value and the values understood, not a line of arenapool
 Child processes inherit the variable, so the workers of every pool get the same.
 """
 
-from __future__ import annotations
-
 import os
 
 from ._warnings import ArenaPoolWarning, first_time
@@ -43,7 +41,7 @@ WARNED = "_ARENAPOOL_WARNED"
 _said: dict[str, object] = {}
 
 
-def setting() -> str | None:
+def setting() -> "str | None":
     """``"on"``, ``"off"``, or ``None`` when the variable is unset or empty; another
     value warns once per program (see the module's docs) and counts as unset."""
     written = value().lower()

@@ -9,8 +9,6 @@ with ``warnings.simplefilter("error", arenapool.ArenaPoolWarning)``, or silence 
 with ``"ignore"``.
 """
 
-from __future__ import annotations
-
 __all__ = ["ArenaPoolWarning", "first_time", "warn_once"]
 
 

@@ -9,8 +9,6 @@ loader that runs the module, then the function. Once the module has run, its
 raises warns once (:class:`arenapool.ArenaPoolWarning`) and the import goes on.
 """
 
-from __future__ import annotations
-
 import sys
 
 from .._core._warnings import warn_once
@@ -29,10 +27,10 @@ __all__ = ["after_import"]
 # The modules waited for, and what to run after each. No lock: each change is one
 # operation on a dict or a list, atomic under the interpreter's lock (a lock here
 # would have to be fork-safe, and imports happen in a child made by fork).
-_waiting: Dict[str, Tuple[Callable[[], None], str]] = {}
+_waiting: "Dict[str, Tuple[Callable[[], None], str]]" = {}
 
 
-def after_import(name: str, function: Callable[[], None], *, library: Optional[str] = None) -> None:
+def after_import(name: str, function: "Callable[[], None]", *, library: "Optional[str]" = None) -> None:
     """Call ``function`` once module ``name`` has been imported: now if it is already,
     else right after its first import. A later call for the same name replaces a
     function still waiting. ``library`` (``name`` by default) is the library whose
@@ -45,7 +43,7 @@ def after_import(name: str, function: Callable[[], None], *, library: Optional[s
         sys.meta_path.insert(0, _Finder())
 
 
-def _run(name: str, function: Callable[[], None]) -> None:
+def _run(name: str, function: "Callable[[], None]") -> None:
     try:
         function()
     except Exception as error:
@@ -61,8 +59,8 @@ class _Finder:
     """The finder on ``sys.meta_path`` (see the module's docs)."""
 
     def find_spec(
-        self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
-    ) -> Optional[ModuleSpec]:
+        self, fullname: str, path: "Optional[Sequence[str]]", target: "Optional[ModuleType]" = None
+    ) -> "Optional[ModuleSpec]":
         if fullname not in _waiting:
             return None
         spec = _spec_from_others(self, fullname, path, target)
@@ -77,8 +75,8 @@ class _Finder:
 
 
 def _spec_from_others(
-    finder: _Finder, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType]
-) -> Optional[ModuleSpec]:
+    finder: _Finder, fullname: str, path: "Optional[Sequence[str]]", target: "Optional[ModuleType]"
+) -> "Optional[ModuleSpec]":
     for other in list(sys.meta_path):
         if other is finder or isinstance(other, _Finder):
             continue
@@ -94,15 +92,15 @@ def _spec_from_others(
 class _ThenRun:
     """``loader``, then the function waiting for the module once it has run."""
 
-    def __init__(self, loader: Any, name: str) -> None:
+    def __init__(self, loader: "Any", name: str) -> None:
         self._loader = loader
         self._name = name
 
-    def create_module(self, spec: ModuleSpec) -> Optional[ModuleType]:
+    def create_module(self, spec: "ModuleSpec") -> "Optional[ModuleType]":
         module: Optional[ModuleType] = self._loader.create_module(spec)
         return module
 
-    def exec_module(self, module: ModuleType) -> None:
+    def exec_module(self, module: "ModuleType") -> None:
         # The module sees its own loader while it runs, and keeps it.
         module.__loader__ = self._loader
         if module.__spec__ is not None:
@@ -113,5 +111,5 @@ class _ThenRun:
             function, library = waiting
             _run(library, function)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> "Any":
         return getattr(self._loader, name)

@@ -35,8 +35,6 @@ into the program's start: what cannot be done warns once
 (:class:`arenapool.ArenaPoolWarning`) and the program runs without it.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -94,7 +92,7 @@ def _ray() -> None:
 
 
 # Each library, arenapool's module for it, and what installs the integration.
-_INTEGRATIONS: Tuple[Tuple[str, Optional[str], Callable[[], None]], ...] = (
+_INTEGRATIONS: "Tuple[Tuple[str, Optional[str], Callable[[], None]], ...]" = (
     ("numpy", None, _numpy),
     ("pyarrow", None, _all_of_install),
     ("duckdb", None, _all_of_install),
@@ -114,7 +112,7 @@ def _watcher_in_children_made_by_fork() -> None:
     os.register_at_fork(after_in_child=_release.start_watcher)
 
 
-def _once_loaded(own: Optional[str], integration: Callable[[], None]) -> Callable[[], None]:
+def _once_loaded(own: "Optional[str]", integration: "Callable[[], None]") -> "Callable[[], None]":
     """``integration``, unless arenapool's own module for the library is halfway
     through its import (it imports the library first, which brings the program here):
     then it runs when that module has run (see :func:`start`)."""
