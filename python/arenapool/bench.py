@@ -39,7 +39,10 @@ range over ``--runs`` interleaved pairs of fresh processes: for the joblib repor
 program, ``report_wall`` and ``report_workers_cpu`` with ``ARENAPOOL=on``,
 ``report_wall_install`` and ``report_workers_cpu_install`` with
 :func:`arenapool.joblib.install`; ``futures_wall`` and ``pool_wall``, the wall time of
-the ``futures`` and ``pool`` programs with ``ARENAPOOL=on``.
+the ``futures`` and ``pool`` programs with ``ARENAPOOL=on``; and ``start``, the
+interpreter's start (``python -c pass``) with ``ARENAPOOL=on`` against without, over
+``--starts`` interleaved pairs (21), printed after a line ``start <ms added> <ms with>
+<ms without>`` (medians).
 
 ``--dask`` runs the Dask rows instead (see ``arenapool._bench._dask``): the client that
 gathers (with the scheduler in its process, and in one of its own), joblib's dask
@@ -501,6 +504,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
     parser.add_argument("--guard", action="store_true",
                         help="only the ratios a slower change would move, one line each: guard <name> <ratio> <low> <high>")
+    parser.add_argument("--starts", type=int, default=21,
+                        help="--guard: pairs of `python -c pass` with ARENAPOOL=on and without (21)")
     parser.add_argument("--state", action="store_true",
                         help="report 001 instead: a large array that every task reads, under each start method")
     parser.add_argument("--state-mib", type=int, default=256, help="--state: the array's size (256)")
@@ -541,6 +546,8 @@ def main(argv: List[str]) -> int:
     if args.state:
         return _state_main(args, parser)
     if args.guard:
+        if args.starts < 1:
+            parser.error("--starts must be at least 1")
         return _guard(args)
     programs = _chosen(parser, "program", args.programs, PROGRAMS)
     configs = _chosen(parser, "configuration", args.configs, CONFIGS)
@@ -616,7 +623,33 @@ def _guard(args: argparse.Namespace) -> int:
         for name, config, key in guards:
             ratios = _ratios(runs, config, key) or [math.nan]  # nan: glibc's figure was 0
             print(f"guard {name} {statistics.median(ratios):.3f} {min(ratios):.3f} {max(ratios):.3f}", flush=True)
+    _start_guard(args.starts)
     return 0
+
+
+def _start_ms(env: Dict[str, str]) -> float:
+    """The wall time of ``python -c pass`` in a fresh interpreter, in ms."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+    return (time.perf_counter() - started) * 1e3
+
+
+def _start_guard(starts: int) -> None:
+    """The ``start`` guard: ``python -c pass`` with ``ARENAPOOL=on`` against without,
+    ``starts`` pairs, each pair's order the other way round from the last's."""
+    plain = {k: v for k, v in os.environ.items() if k != "ARENAPOOL"}
+    on = dict(plain, ARENAPOOL="on")
+    times: Dict[str, List[float]] = {"on": [], "plain": []}
+    for i in range(starts):
+        order = [("plain", plain), ("on", on)]
+        if i % 2:
+            order.reverse()
+        for key, env in order:
+            times[key].append(_start_ms(env))
+    ratios = [a / b for a, b in zip(times["on"], times["plain"])]
+    with_on, without = statistics.median(times["on"]), statistics.median(times["plain"])
+    print(f"start {with_on - without:+.1f} {with_on:.1f} {without:.1f}", flush=True)
+    print(f"guard start {statistics.median(ratios):.3f} {min(ratios):.3f} {max(ratios):.3f}", flush=True)
 
 
 if __name__ == "__main__":
