@@ -428,7 +428,9 @@ def _state_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     return 0
 
 
-def _run(program: str, config: str, tasks: int, rounds: int, threshold: int = 0) -> List[Dict[str, float]]:
+def _env(config: str) -> Dict[str, str]:
+    """The environment of a fresh process in configuration ``config``: this one's, with
+    the variables the configurations set, set as ``config`` has them."""
     env = dict(os.environ)
     env.pop("MALLOC_TRIM_THRESHOLD_", None)
     env.pop("ARENAPOOL", None)
@@ -436,6 +438,11 @@ def _run(program: str, config: str, tasks: int, rounds: int, threshold: int = 0)
         env["MALLOC_TRIM_THRESHOLD_"] = "65536"
     if config == "ARENAPOOL=on":
         env["ARENAPOOL"] = "on"
+    return env
+
+
+def _run(program: str, config: str, tasks: int, rounds: int, threshold: int = 0) -> List[Dict[str, float]]:
+    env = _env(config)
     out = subprocess.run(
         [sys.executable, "-m", "arenapool.bench", "--child", program, config, str(tasks), str(rounds),
          str(threshold)],
@@ -637,11 +644,9 @@ def _start_ms(env: Dict[str, str]) -> float:
 def _start_guard(starts: int) -> None:
     """The ``start`` guard: ``python -c pass`` with ``ARENAPOOL=on`` against without,
     ``starts`` pairs, each pair's order the other way round from the last's."""
-    plain = {k: v for k, v in os.environ.items() if k != "ARENAPOOL"}
-    on = dict(plain, ARENAPOOL="on")
     times: Dict[str, List[float]] = {"on": [], "plain": []}
     for i in range(starts):
-        order = [("plain", plain), ("on", on)]
+        order = [("plain", _env("glibc")), ("on", _env("ARENAPOOL=on"))]
         if i % 2:
             order.reverse()
         for key, env in order:
