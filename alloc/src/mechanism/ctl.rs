@@ -676,6 +676,14 @@ pub(crate) fn arena_figures(index: u32) -> CtlResult<ArenaFigures> {
     }
 }
 
+/// Arena `index`'s free pages not yet given back (its [`ArenaFigures::dirty`]), in
+/// bytes, as of the last [`refresh_stats`]: one read where a caller needs no other.
+pub(crate) fn arena_dirty(index: u32) -> CtlResult<usize> {
+    let m = mibs()?;
+    // SAFETY: `stats.arenas.<i>.pdirty` is a `size_t`.
+    Ok(unsafe { m.arena_pdirty.at(2, index).read::<usize>()? } * m.page)
+}
+
 /// jemalloc's process-wide totals, as of the last [`refresh_stats`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Totals {

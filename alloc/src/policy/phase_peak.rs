@@ -18,11 +18,11 @@
 //! So large frees into the phase arenas while a phase is open are counted, and one of
 //! them now and then looks at the pages the phase arenas hold (jemalloc's statistics,
 //! refreshed): if their free pages pass [`bound`] (64 MiB and four times the largest
-//! block freed lately, or an eighth of their live blocks if more), the arenas that hold
-//! the most are purged, the fullest first, until what the rest hold is under it (see
-//! [`Fullest`]; all of them if the eight fullest are not enough). Work that reuses what
-//! it frees stays below it or passes it now and then; work that cannot reuse it gives
-//! it back each time it passes it. The largest block's share is the
+//! block freed lately, or an eighth of their live blocks if more), arenas are purged
+//! until what the rest hold is under it: first those whose free pages are the least
+//! fresh (see [`Ranked`]; all of them if the eight first are not enough). Work that
+//! reuses what it frees stays below it or passes it now and then; work that cannot reuse
+//! it gives it back each time it passes it. The largest block's share is the
 //! working set of a buffer used again and again (with the blocks it grew out of, see
 //! [`RawAlloc::realloc`](crate::RawAlloc::realloc)); it costs peak memory: the rayon
 //! pool above peaked at 306–333 MiB in a phase and 302–312 MiB without one with twice
@@ -31,12 +31,18 @@
 //! 326–327 MiB in a phase and 281–307 MiB without (two runs, the machine quiet).
 //!
 //! What the arenas hold free stays under the bound whether one arena or all of them
-//! are purged at a look; purging only as many as it takes leaves the others' pages to
-//! the threads that use them. scikit-learn's random forest, fitted on two threads in a
-//! phase (12 trees on 2 million rows, each tree's arrays freed and made again for the
-//! next), faulted 136,130–137,043 pages in three fits, against 148,493–151,537 when
-//! every arena was purged at each look and 54,334–54,338 with glibc; the rayon pool
-//! above peaked at 326–338 MiB in a phase (four runs), against 319–334 MiB.
+//! are purged at a look, and whichever they are; so a look purges only as many as it
+//! takes, and the pages a thread freed last, which it is the likeliest to take again
+//! (as jemalloc's own decay keeps the pages freed last), last. scikit-learn's random
+//! forest, fitted on two threads in a phase (12 trees on 2 million rows, each tree's
+//! arrays freed as it ends and made again as the next begins), faulted 95,593–101,572
+//! pages in three fits, against 135,124–137,178 when the fullest arena went first,
+//! 147,770–151,537 when every arena was purged, and 53,828–54,836 with glibc: as one
+//! thread ends a tree, the look gives back the other thread's arena, which holds what
+//! its own tree left free a second or more before, instead of the one that just freed
+//! its arrays. The price is in peak memory: the rayon pool above peaked at 323–358 MiB
+//! in a phase (median 340), against 321–343 MiB (median 330) with the fullest first
+//! (eight runs each), as the arenas left are nearer the bound.
 //!
 //! A look refreshes every arena's statistics in jemalloc: with a look every 16 MiB
 //! freed, a 16 MiB block allocated, touched a byte a page and freed in a loop spent 91%
@@ -61,7 +67,7 @@
 //! below three times the largest block: the workers faulted 0.12 M pages over the job,
 //! against 1.16 M with glibc and 1.13 to 1.31 M with twice, and held up to 175 MiB
 //! above their start right after it.
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::mechanism::table::Use;
 use crate::mechanism::{ctl, fork, table};
@@ -120,6 +126,8 @@ struct Kept {
     largest: AtomicUsize,
     /// A thread is looking (only one at a time: the others go on).
     looking: AtomicBool,
+    /// When a look last noted what each arena of the set holds free ([`coarse_ms`]).
+    seen_at: AtomicU64,
 }
 
 impl Kept {
@@ -130,6 +138,7 @@ impl Kept {
             until: AtomicUsize::new(LOOK_EVERY),
             largest: AtomicUsize::new(0),
             looking: AtomicBool::new(false),
+            seen_at: AtomicU64::new(0),
         }
     }
 
@@ -149,7 +158,8 @@ impl Kept {
     }
 
     /// Looks at the pages `arenas` hold and, if their free ones pass the bound, gives
-    /// back those of the fullest arenas until the rest are under it (see [`Fullest`]).
+    /// back arenas, those with the least fresh pages first, until the rest are under it
+    /// (see [`Ranked`]), and notes what each holds for the next look ([`Kept::see`]).
     /// Runs inside the allocator: nothing here allocates or unwinds, and a control call
     /// that fails leaves the pages for the next look.
     ///
@@ -181,24 +191,36 @@ impl Kept {
         let mut until = LOOK_EVERY;
         if ctl::refresh_stats().is_ok() {
             let (mut live, mut free) = (0, 0);
-            let mut fullest = Fullest::default();
             for index in arenas() {
                 if let Ok(a) = ctl::arena_figures(index) {
                     live += a.active;
                     free += a.dirty;
-                    fullest.note(index, a.dirty);
                 }
             }
             let bound = (self.bound)(live, largest);
+            let mut ranked = Ranked::default();
             if free > bound {
-                free = fullest.give_back_above(free, bound);
+                // An arena that holds less than its share of the excess is not ranked.
+                let least = ((free - bound) / RANKED).max(1);
+                for index in arenas() {
+                    match ctl::arena_dirty(index) {
+                        Ok(held) if held >= least => {
+                            let seen = free_seen(index).map_or(0, |s| s.load(Ordering::Relaxed));
+                            ranked.note(index, held, held.saturating_sub(seen));
+                        }
+                        _ => {}
+                    }
+                }
+                free = ranked.give_back_above(free, bound);
                 if free > bound {
                     for index in arenas() {
                         let _ = purge::purge(index);
                     }
                     free = 0;
+                    ranked.all_given_back = true;
                 }
             }
+            self.see(&arenas, &ranked);
             let room = (self.bound)(live, fades).saturating_sub(free);
             until = until.max(room / 9 * 8);
         }
@@ -207,49 +229,144 @@ impl Kept {
     }
 }
 
-/// How many of a set's arenas a look ranks by their free pages (see [`Fullest`]).
-const RANKED: usize = 8;
-
-/// The arenas of a set that hold the most free pages, as a look reads them: up to
-/// [`RANKED`], the fullest first. In an array on the stack: a look runs inside the
-/// allocator, where nothing may allocate.
-#[derive(Default)]
-struct Fullest {
-    /// (arena, free bytes), the fullest first; `len` of them are set.
-    ranked: [(u32, usize); RANKED],
-    len: usize,
+impl Kept {
+    /// Notes what each of `arenas` holds free after a look that gave back what `ranked`
+    /// says: what it holds now if the last note is [`SEEN_FOR_MS`] old or older, and
+    /// otherwise the less of the two, so that what an arena freed since stays fresh
+    /// until the next note and what work took back out of its free pages counts at
+    /// once.
+    fn see<I: Iterator<Item = u32>>(&self, arenas: &impl Fn() -> I, ranked: &Ranked) {
+        let now = coarse_ms();
+        let renew = now.wrapping_sub(self.seen_at.load(Ordering::Relaxed)) >= SEEN_FOR_MS;
+        if renew {
+            self.seen_at.store(now, Ordering::Relaxed);
+        }
+        for index in arenas() {
+            let free = if ranked.was_given_back(index) {
+                0
+            } else if let Ok(held) = ctl::arena_dirty(index) {
+                held
+            } else {
+                continue;
+            };
+            let Some(seen) = free_seen(index) else {
+                continue;
+            };
+            let kept = if renew {
+                free
+            } else {
+                free.min(seen.load(Ordering::Relaxed))
+            };
+            seen.store(kept, Ordering::Relaxed);
+        }
+    }
 }
 
-impl Fullest {
-    /// Ranks arena `index`, which holds `free` bytes in free pages.
-    fn note(&mut self, index: u32, free: usize) {
+/// What each arena held free as the looks at its set last noted it (see
+/// [`Kept::see`]), by index. Apart from the arenas' entries in the table: those are
+/// read on every free, and these are written at each look.
+static FREE_SEEN: [AtomicUsize; ctl::ARENAS_ALL as usize] =
+    [const { AtomicUsize::new(0) }; ctl::ARENAS_ALL as usize];
+
+/// Arena `index`'s note in [`FREE_SEEN`]; `None` beyond it (an index jemalloc never
+/// gives).
+fn free_seen(index: u32) -> Option<&'static AtomicUsize> {
+    FREE_SEEN.get(index as usize)
+}
+
+/// How long what a look notes of an arena's free pages stands before a look notes it
+/// anew (see [`Kept::see`]), in milliseconds.
+const SEEN_FOR_MS: u64 = 1000;
+
+/// A monotonic clock in milliseconds, coarse (a tick or so): read inside the allocator,
+/// where nothing may allocate or block.
+fn coarse_ms() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid `timespec` to write to. The clock exists on every Linux
+    // since 2.6.32; a failed read leaves zero, and the notes then only fall: every
+    // arena's free pages count as fresh, and the fullest go first.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
+    (now.tv_sec as u64) * 1000 + (now.tv_nsec as u64) / 1_000_000
+}
+
+/// How many of a set's arenas a look ranks (see [`Ranked`]).
+const RANKED: usize = u8::BITS as usize;
+
+/// The arenas of a set that a look gives back first, as it reads them: up to
+/// [`RANKED`], those whose free pages are the least fresh first. An arena's fresh pages
+/// are those it freed since the last note of what it held (see [`Kept::see`]): work
+/// that frees its buffers at the end of a round and makes them again at the start of
+/// the next takes them back at once, and giving them back means faulting them in again;
+/// the pages an arena held already at the last note are those its work did not take
+/// back. Between two arenas with as large a share of fresh pages, the one with fewer
+/// (see [`sooner`]). In an array on the stack: a look runs inside the allocator, where
+/// nothing may allocate.
+#[derive(Default)]
+struct Ranked {
+    /// (arena, free bytes, fresh bytes), the first to give back first; `len` of them
+    /// are set.
+    ranked: [(u32, usize, usize); RANKED],
+    len: usize,
+    /// Which of them were given back: bit `k` for the `k`th.
+    given_back: u8,
+    /// Every arena of the set was given back.
+    all_given_back: bool,
+}
+
+/// Whether an arena that holds `a = (free, fresh)` bytes is to be given back before one
+/// that holds `b`: the smaller share of fresh pages; between two shares as small, the
+/// fewer fresh pages (the cheaper to fault in again); between two with none, the more
+/// free pages.
+fn sooner(a: (usize, usize), b: (usize, usize)) -> bool {
+    // fresh_a / free_a against fresh_b / free_b, without dividing (free is never 0 here).
+    let (left, right) = (a.1 as u128 * b.0 as u128, b.1 as u128 * a.0 as u128);
+    left < right || (left == right && (a.1 < b.1 || (a.1 == b.1 && a.0 > b.0)))
+}
+
+impl Ranked {
+    /// Ranks arena `index`, which holds `free` bytes in free pages, `fresh` of them
+    /// freed since the last note.
+    fn note(&mut self, index: u32, free: usize, fresh: usize) {
         if free == 0 {
             return;
         }
-        let at = self.ranked[..self.len].partition_point(|&(_, f)| f >= free);
+        let at =
+            self.ranked[..self.len].partition_point(|&(_, f, n)| !sooner((free, fresh), (f, n)));
         if at == RANKED {
             return;
         }
         let end = self.len.min(RANKED - 1);
         self.ranked.copy_within(at..end, at + 1);
-        self.ranked[at] = (index, free);
+        self.ranked[at] = (index, free, fresh);
         self.len = end + 1;
     }
 
-    /// Gives back the ranked arenas' free pages, the fullest first, until what the set
+    /// Gives back the ranked arenas' free pages, in their order, until what the set
     /// holds free (`free` bytes, as read) is at most `bound`, and returns what it then
-    /// holds by the same reading. An arena whose work takes again what it freed keeps
-    /// it, as long as the others' pages are enough to bring the set under the bound.
-    fn give_back_above(&self, mut free: usize, bound: usize) -> usize {
-        for &(index, held) in &self.ranked[..self.len] {
+    /// holds by the same reading.
+    fn give_back_above(&mut self, mut free: usize, bound: usize) -> usize {
+        for (k, &(index, held, _)) in self.ranked[..self.len].iter().enumerate() {
             if free <= bound {
                 break;
             }
             if purge::purge(index).is_ok() {
                 free = free.saturating_sub(held);
+                self.given_back |= 1 << k;
             }
         }
         free
+    }
+
+    /// Whether this look gave arena `index` back.
+    fn was_given_back(&self, index: u32) -> bool {
+        self.all_given_back
+            || self.ranked[..self.len]
+                .iter()
+                .enumerate()
+                .any(|(k, &(i, _, _))| i == index && self.given_back & (1 << k) != 0)
     }
 }
 
@@ -306,46 +423,74 @@ mod tests {
 
     const MIB: usize = 1 << 20;
 
-    fn ranked(fullest: &Fullest) -> Vec<(u32, usize)> {
-        fullest.ranked[..fullest.len]
+    fn ranked(ranked: &Ranked) -> Vec<u32> {
+        ranked.ranked[..ranked.len]
             .iter()
-            .map(|&(index, free)| (index, free / MIB))
+            .map(|&(index, _, _)| index)
             .collect()
     }
 
-    /// The fullest arenas first; none with nothing free; once [`RANKED`] are ranked, a
-    /// fuller one takes the place of the emptiest.
+    /// The arenas with the least share of fresh pages first; between two shares as
+    /// small, the fewer fresh pages, and between two with none, the fuller; none with
+    /// nothing free; once [`RANKED`] are ranked, one given back sooner takes the place
+    /// of the last.
     #[test]
-    fn the_fullest_arenas_are_ranked_first() {
-        let mut fullest = Fullest::default();
-        for (index, free) in [(1, 5), (2, 0), (3, 9), (4, 7), (5, 7)] {
-            fullest.note(index, free * MIB);
+    fn arenas_with_the_least_fresh_pages_are_ranked_first() {
+        let mut order = Ranked::default();
+        // (arena, free, fresh) in MiB: the forest's two threads as one of them ends a
+        // tree: arena 1 just freed its arrays, arena 2 holds what it held a second ago.
+        for (index, free, fresh) in [(1, 117, 54), (2, 33, 0), (3, 0, 0), (4, 40, 40), (5, 66, 0)] {
+            order.note(index, free * MIB, fresh * MIB);
         }
-        assert_eq!(ranked(&fullest), [(3, 9), (4, 7), (5, 7), (1, 5)]);
+        assert_eq!(ranked(&order), [5, 2, 1, 4]);
         for index in 10..20u32 {
-            fullest.note(index, index as usize * MIB);
+            order.note(index, index as usize * MIB, 0);
         }
-        let expected: Vec<(u32, usize)> = (12..20u32).rev().map(|i| (i, i as usize)).collect();
-        assert_eq!(ranked(&fullest), expected);
-        fullest.note(30, MIB); // emptier than every ranked one
-        assert_eq!(ranked(&fullest), expected);
+        let stale: Vec<u32> = [5, 2].into_iter().chain((14..20u32).rev()).collect();
+        assert_eq!(ranked(&order), stale);
+        order.note(30, 100 * MIB, MIB); // a little fresh: after every stale one
+        assert_eq!(ranked(&order), stale);
+
+        // Both all fresh: one thread freed its arrays just now, the other 33 MiB since
+        // its arena was given back. The 33 MiB first: fewer pages to fault in again.
+        let mut order = Ranked::default();
+        order.note(11, 106 * MIB, 106 * MIB);
+        order.note(12, 33 * MIB, 33 * MIB);
+        assert_eq!(ranked(&order), [12, 11]);
     }
 
-    /// Arenas are given back the fullest first, and no more of them once the rest is
-    /// under the bound. (Arena 0, jemalloc's first, stands for each: a purge of it
-    /// gives back what it holds free, which nothing here needs.)
+    /// Arenas are given back in their order, and no more of them once the rest is
+    /// under the bound; the look knows which. (Arena 0, jemalloc's first, stands for
+    /// each: a purge of it gives back what it holds free, which nothing here needs.)
     #[test]
     fn arenas_are_given_back_until_the_rest_is_under_the_bound() {
-        let mut fullest = Fullest::default();
-        for free in [40, 30, 20, 10] {
-            fullest.note(0, free * MIB);
-        }
-        assert_eq!(fullest.give_back_above(100 * MIB, 50 * MIB), 30 * MIB);
-        assert_eq!(fullest.give_back_above(100 * MIB, 100 * MIB), 100 * MIB);
-        assert_eq!(fullest.give_back_above(100 * MIB, 0), 0);
+        let given_back = |bound: usize| {
+            let mut order = Ranked::default();
+            for free in [40, 30, 20, 10] {
+                order.note(0, free * MIB, 0);
+            }
+            let left = order.give_back_above(100 * MIB, bound * MIB) / MIB;
+            (left, order.given_back)
+        };
+        assert_eq!(given_back(50), (30, 0b11));
+        assert_eq!(given_back(100), (100, 0));
+        assert_eq!(given_back(0), (0, 0b1111));
         assert_eq!(
-            Fullest::default().give_back_above(100 * MIB, 50 * MIB),
+            Ranked::default().give_back_above(100 * MIB, 50 * MIB),
             100 * MIB
         );
+    }
+
+    /// An arena given back is known as such, and no other but when all were.
+    #[test]
+    fn a_look_knows_the_arenas_it_gave_back() {
+        let mut order = Ranked::default();
+        order.note(7, 10 * MIB, 0);
+        order.note(8, 5 * MIB, 0);
+        order.given_back = 0b1;
+        assert!(order.was_given_back(7));
+        assert!(!order.was_given_back(8));
+        order.all_given_back = true;
+        assert!(order.was_given_back(8));
     }
 }
