@@ -665,19 +665,20 @@ pub(crate) struct ArenaFigures {
 /// `resident` is jemalloc's.
 pub(crate) fn arena_figures(index: u32) -> CtlResult<ArenaFigures> {
     let m = mibs()?;
-    // SAFETY: `stats.arenas.<i>.{resident,pactive,pdirty,pmuzzy}` are `size_t`.
+    // SAFETY: `stats.arenas.<i>.{resident,pactive,pmuzzy}` are `size_t`.
     unsafe {
         Ok(ArenaFigures {
             resident: m.arena_resident.at(2, index).read::<usize>()?,
             active: m.arena_pactive.at(2, index).read::<usize>()? * m.page,
-            dirty: m.arena_pdirty.at(2, index).read::<usize>()? * m.page,
+            dirty: arena_dirty(index)?,
             muzzy: m.arena_pmuzzy.at(2, index).read::<usize>()? * m.page,
         })
     }
 }
 
 /// Arena `index`'s free pages not yet given back (its [`ArenaFigures::dirty`]), in
-/// bytes, as of the last [`refresh_stats`]: one read where a caller needs no other.
+/// bytes, as of the last [`refresh_stats`]: one read where a caller needs no other, and
+/// the one [`arena_figures`] makes.
 pub(crate) fn arena_dirty(index: u32) -> CtlResult<usize> {
     let m = mibs()?;
     // SAFETY: `stats.arenas.<i>.pdirty` is a `size_t`.
