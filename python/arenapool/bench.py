@@ -42,7 +42,9 @@ program, ``report_wall`` and ``report_workers_cpu`` with ``ARENAPOOL=on``,
 the ``futures`` and ``pool`` programs with ``ARENAPOOL=on``; and ``start``, the
 interpreter's start (``python -c pass``) with ``ARENAPOOL=on`` against without, over
 ``--starts`` interleaved pairs (21), printed after a line ``start <ms added> <ms with>
-<ms without>`` (medians).
+<ms without>`` (medians); and ``start_numpy``, the same for ``python -c "import numpy"``,
+which adds what ``ARENAPOOL=on`` does as numpy is first imported (numpy's handler, the
+rest of :func:`arenapool.install`).
 
 ``--dask`` runs the Dask rows instead (see ``arenapool._bench._dask``): the client that
 gathers (with the scheduler in its process, and in one of its own), joblib's dask
@@ -75,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import itertools
 import json
 import math
@@ -512,7 +515,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--guard", action="store_true",
                         help="only the ratios a slower change would move, one line each: guard <name> <ratio> <low> <high>")
     parser.add_argument("--starts", type=int, default=21,
-                        help="--guard: pairs of `python -c pass` with ARENAPOOL=on and without (21)")
+                        help="--guard: pairs of `python -c pass`, and of `python -c 'import numpy'`, "
+                             "with ARENAPOOL=on and without (21)")
     parser.add_argument("--state", action="store_true",
                         help="report 001 instead: a large array that every task reads, under each start method")
     parser.add_argument("--state-mib", type=int, default=256, help="--state: the array's size (256)")
@@ -634,27 +638,42 @@ def _guard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_ms(env: Dict[str, str]) -> float:
-    """The wall time of ``python -c pass`` in a fresh interpreter, in ms."""
+def _start_ms(env: Dict[str, str], code: str = "pass") -> float:
+    """The wall time of ``python -c <code>`` in a fresh interpreter, in ms."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
     return (time.perf_counter() - started) * 1e3
 
 
-def _start_guard(starts: int) -> None:
-    """The ``start`` guard: ``python -c pass`` with ``ARENAPOOL=on`` against without,
-    ``starts`` pairs, each pair's order the other way round from the last's."""
+def _start_pairs(starts: int, code: str) -> Dict[str, List[float]]:
+    """``python -c <code>`` with ``ARENAPOOL=on`` and without, ``starts`` pairs, each
+    pair's order the other way round from the last's: the times in ms, by side."""
     times: Dict[str, List[float]] = {"on": [], "plain": []}
     for i in range(starts):
         order = [("plain", _env("glibc")), ("on", _env("ARENAPOOL=on"))]
         if i % 2:
             order.reverse()
         for key, env in order:
-            times[key].append(_start_ms(env))
+            times[key].append(_start_ms(env, code))
+    return times
+
+
+def _print_start_ratio(name: str, times: Dict[str, List[float]]) -> None:
+    """The guard line ``name``: the pairs' ratios of ``ARENAPOOL=on`` to without."""
     ratios = [a / b for a, b in zip(times["on"], times["plain"])]
+    print(f"guard {name} {statistics.median(ratios):.3f} {min(ratios):.3f} {max(ratios):.3f}", flush=True)
+
+
+def _start_guard(starts: int) -> None:
+    """The ``start`` guard: ``python -c pass`` with ``ARENAPOOL=on`` against without;
+    and ``start_numpy``, ``python -c "import numpy"`` the same way, where numpy is
+    installed."""
+    times = _start_pairs(starts, "pass")
     with_on, without = statistics.median(times["on"]), statistics.median(times["plain"])
     print(f"start {with_on - without:+.1f} {with_on:.1f} {without:.1f}", flush=True)
-    print(f"guard start {statistics.median(ratios):.3f} {min(ratios):.3f} {max(ratios):.3f}", flush=True)
+    _print_start_ratio("start", times)
+    if importlib.util.find_spec("numpy") is not None:
+        _print_start_ratio("start_numpy", _start_pairs(starts, "import numpy"))
 
 
 if __name__ == "__main__":
