@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use arenapool_alloc::{idle_return, set_idle_return, with_arena, ArenaAlloc};
 
+mod common;
+use common::thread_names;
+
 #[global_allocator]
 static GLOBAL: ArenaAlloc = ArenaAlloc;
 
@@ -17,15 +20,6 @@ const RUNS: usize = 100;
 const CHILD: &str = "ARENAPOOL_TEST_IDLE_RACE";
 /// What the racers are named: a thread they start is named so until it names itself.
 const RACER: &str = "racer";
-
-/// The names of the process's threads.
-fn thread_names() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task")
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .map(|name| name.trim_end().to_owned())
-        .collect()
-}
 
 /// In a child: the race, then the number of idle threads, printed.
 fn race() {

@@ -39,14 +39,20 @@
 //! -1 or 0, this crate's); a timer that ran the decay of jemalloc's arenas shortened to the
 //! delay made jemalloc purge more often inside `malloc` and `free` while work runs.
 //!
-//! The setting is made, and the thread started, by the first scope, [`Arena`](crate::Arena)
-//! (a pool's job takes its arenas), phase or [`trim`](crate::trim) of the process, or a
-//! call of [`set_idle_return`] or [`idle_return`]; again in a child made by `fork`,
-//! which has none of its parent's threads. Never inside the allocator: reading the
-//! environment and starting a thread both allocate, and take the C library's locks,
-//! which an allocation must not do from inside another. The allocator's path only
-//! stores to atomics and wakes the thread ([`notice`]). One compare-and-swap claims
-//! the thread's start, so one runs per process, however many threads race to start it.
+//! The setting is made, and the thread started, by the first [`Arena`](crate::Arena)
+//! (a pool's job takes its arenas), phase or [`trim`](crate::trim) of the process, a
+//! call of [`set_idle_return`] or [`idle_return`], or the end of the first scope once
+//! the large path has been used; again in a child made by `fork`, which has none of its
+//! parent's threads. A scope waits for the large path ([`start_once_used`]) because a
+//! process that only opens scopes may have no other thread, and a second one, even
+//! asleep, costs all its work: the C library then unlocks every mutex with an atomic
+//! exchange, where a process of one thread stores a zero, and a scope unlocks about 75
+//! of jemalloc's (its bins', as the thread's cache moves to the scope's arena and
+//! back). Never inside the allocator: reading the environment and starting a thread
+//! both allocate, and take the C library's locks, which an allocation must not do from
+//! inside another. The allocator's path only stores to atomics and wakes the thread
+//! ([`notice`]). One compare-and-swap claims the thread's start, so one runs per
+//! process, however many threads race to start it.
 
 use std::io::Write;
 use std::ptr;
@@ -66,7 +72,11 @@ const DEFAULT_MS: u64 = 1000;
 
 /// What the allocator's large path needs to know, in one byte it loads: whether it has
 /// anything to do. Below [`USED`] it has ([`noticed`]).
-static NOTICE: AtomicU8 = AtomicU8::new(UNSET);
+static NOTICE: AtomicU8 = AtomicU8::new(UNUSED);
+/// The setting is not made yet, and the large path has not been used: its first use
+/// moves this to [`UNSET`], so that the next scope's end makes the setting
+/// ([`start_once_used`]).
+const UNUSED: u8 = 0;
 /// The thread waits out the delay, and the process has not worked since the round
 /// began (the large blocks allocated in it add up to less than [`WORK`]).
 const QUIET: u8 = 1;
@@ -77,8 +87,8 @@ const ASLEEP: u8 = 2;
 const USED: u8 = 3;
 /// No thread: the setting is off, being made, or the thread could not be started.
 const NOTHING: u8 = 4;
-/// The setting is not made yet in this process ([`start`] makes it). Above [`USED`]:
-/// the large path has nothing to do.
+/// The setting is not made yet in this process ([`start`] makes it), and the large path
+/// has been used. Above [`USED`]: the large path has nothing to do.
 const UNSET: u8 = 5;
 
 /// The large blocks allocated in one round (a quarter of the delay) that make it a
@@ -131,16 +141,31 @@ fn noticed(size: usize) {
         {
             wake();
         }
+        UNUSED => {
+            let _ = NOTICE.compare_exchange(UNUSED, UNSET, Ordering::Relaxed, Ordering::Relaxed);
+        }
         _ => {}
     }
 }
 
 /// Makes the setting if it is not made yet in this process (or in this child of
-/// `fork`), and starts the thread: called outside the allocator, by the first scope,
+/// `fork`), and starts the thread: called outside the allocator, by the first
 /// [`Arena`](crate::Arena), phase, [`trim`](crate::trim) or
-/// [`set_idle_return`]/[`idle_return`] call. One relaxed load once made.
+/// [`set_idle_return`]/[`idle_return`] call (a scope's end calls [`start_once_used`]).
+/// One relaxed load once made.
 #[inline]
 pub(crate) fn start() {
+    if matches!(NOTICE.load(Ordering::Relaxed), UNSET | UNUSED) {
+        make_default();
+    }
+}
+
+/// [`start`], once the allocator's large path has been used in this process (or in
+/// the parent of this child of `fork`): called at the end of each scope, which
+/// otherwise leaves a process of one thread with one thread (see the module's docs).
+/// One relaxed load once made.
+#[inline]
+pub(crate) fn start_once_used() {
     if NOTICE.load(Ordering::Relaxed) == UNSET {
         make_default();
     }
@@ -187,19 +212,24 @@ fn delay() -> Option<Duration> {
 }
 
 /// Makes the default setting (the environment's, or [`DEFAULT_MS`]) and starts the
-/// thread. Only the thread that moves [`NOTICE`] out of [`UNSET`] makes it; never
-/// called inside the allocator (it reads the environment and may start a thread, both
-/// of which allocate).
+/// thread. Only the thread that moves [`NOTICE`] out of [`UNSET`] or [`UNUSED`] makes
+/// it; never called inside the allocator (it reads the environment and may start a
+/// thread, both of which allocate).
 #[cold]
 fn make_default() {
     // First, with the `fork` handlers: a child forked at any moment from here on, the
     // setting half made or the thread running, starts again as a fresh process does.
     fork::on_child(after_fork_in_child);
-    if NOTICE
-        .compare_exchange(UNSET, NOTHING, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        return;
+    // The large path may move `UNUSED` to `UNSET` meanwhile: the swap is tried again.
+    let mut now = NOTICE.load(Ordering::Relaxed);
+    loop {
+        if !matches!(now, UNSET | UNUSED) {
+            return;
+        }
+        match NOTICE.compare_exchange(now, NOTHING, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(seen) => now = seen,
+        }
     }
     if CHOSEN.load(Ordering::Relaxed) == UNCHOSEN {
         // A call of `set_idle_return` meanwhile wins.
@@ -217,13 +247,15 @@ fn make_default() {
 }
 
 /// In a child made by `fork` (see [`crate::mechanism::fork`]): the thread was the
-/// parent's; the child's first scope, phase or other call that makes the setting starts
-/// its own. Only stores: what a child of a multithreaded process may do. The parent's
-/// handle stays allocated, unused.
+/// parent's; the child's first scope's end, phase or other call that makes the setting
+/// starts its own. Only stores: what a child of a multithreaded process may do. The
+/// parent's handle stays allocated, unused.
 fn after_fork_in_child() {
     THREAD.store(ptr::null_mut(), Ordering::Relaxed);
     THREAD_STATE.store(NOT_STARTED, Ordering::Relaxed);
     MADE.store(false, Ordering::Relaxed);
+    // The setting was made (or begun): the parent had used the large path, or called
+    // for the thread. The child's next scope starts its own.
     NOTICE.store(UNSET, Ordering::Relaxed);
 }
 

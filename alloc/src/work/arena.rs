@@ -84,6 +84,18 @@ impl Arena {
     pub fn with_huge_pages(huge: bool) -> Result<Arena, Error> {
         ensure_bindable()?;
         crate::policy::idle::start();
+        Arena::acquired(huge)
+    }
+
+    /// A scope's arena: [`Arena::new`], but for the idle return's thread, which the
+    /// scope's end starts once the large path has been used (see
+    /// [`idle::start_once_used`](crate::policy::idle::start_once_used)).
+    pub(crate) fn for_scope() -> Result<Arena, Error> {
+        ensure_bindable()?;
+        Arena::acquired(crate::mechanism::huge::default_setting())
+    }
+
+    fn acquired(huge: bool) -> Result<Arena, Error> {
         Ok(Arena {
             slot: ManuallyDrop::new(recycler::acquire(huge)?),
         })

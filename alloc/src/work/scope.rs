@@ -5,6 +5,7 @@ use std::time::Instant;
 use crate::error::Error;
 use crate::figures::report::{self, Report};
 use crate::figures::tally::{Tally, Work};
+use crate::policy::idle;
 use crate::work::arena::Arena;
 
 /// Runs `f` with the calling thread bound to `arena`, then gives the arena's free pages
@@ -20,6 +21,7 @@ fn run_in<R>(arena: Arena, f: impl FnOnce() -> R) -> R {
     drop(arena);
     let returned = report::returned_by([index]).saturating_sub(before);
     tally.end(returned, started.elapsed());
+    idle::start_once_used();
     value
 }
 
@@ -71,7 +73,7 @@ fn run_in<R>(arena: Arena, f: impl FnOnce() -> R) -> R {
 /// assert_eq!(sums[2], 100_000.0);
 /// ```
 pub fn with_arena<R>(f: impl FnOnce() -> R) -> R {
-    match Arena::new() {
+    match Arena::for_scope() {
         Ok(arena) => run_in(arena, f),
         Err(e) => {
             e.warn_once();
@@ -87,7 +89,7 @@ pub fn with_arena<R>(f: impl FnOnce() -> R) -> R {
 /// As [`Arena::new`]: `ArenaAlloc` is not the global allocator, or too many arenas are
 /// alive at once. `f` has not run.
 pub fn try_with_arena<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
-    Ok(run_in(Arena::new()?, f))
+    Ok(run_in(Arena::for_scope()?, f))
 }
 
 /// Like [`with_arena`], and also reports RSS before and after, the bytes given back and
@@ -105,7 +107,7 @@ pub fn try_with_arena<R>(f: impl FnOnce() -> R) -> Result<R, Error> {
 /// println!("{report}");
 /// ```
 pub fn with_arena_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
-    match Arena::new() {
+    match Arena::for_scope() {
         Ok(arena) => {
             let tally = Tally::start(Work::Scope, None);
             let (value, report) = Report::measure(
@@ -124,6 +126,7 @@ pub fn with_arena_report<R>(f: impl FnOnce() -> R) -> (R, Report) {
                 },
             );
             tally.end(report.returned, report.purge_time);
+            idle::start_once_used();
             (value, report)
         }
         Err(e) => {

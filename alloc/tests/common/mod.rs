@@ -137,3 +137,12 @@ pub fn check_phase_end_trims_the_c_heap() {
         mib_diff(after, before)
     );
 }
+
+/// The names of the process's threads.
+pub fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_owned())
+        .collect()
+}
