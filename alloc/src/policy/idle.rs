@@ -46,7 +46,7 @@
 //! parent's threads. A scope waits for the large path ([`start_once_used`]) because a
 //! process that only opens scopes may have no other thread, and a second one, even
 //! asleep, costs all its work: the C library then unlocks every mutex with an atomic
-//! exchange, where a process of one thread stores a zero, and a scope unlocks about 75
+//! exchange, where a process of one thread stores a zero, and a scope unlocks 82
 //! of jemalloc's (its bins', as the thread's cache moves to the scope's arena and
 //! back). Never inside the allocator: reading the environment and starting a thread
 //! both allocate, and take the C library's locks, which an allocation must not do from
