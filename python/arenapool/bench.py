@@ -638,7 +638,7 @@ def _guard(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_ms(env: Dict[str, str], code: str = "pass") -> float:
+def _start_ms(env: Dict[str, str], code: str) -> float:
     """The wall time of ``python -c <code>`` in a fresh interpreter, in ms."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
