@@ -321,11 +321,13 @@ def use_arrow_jemalloc(*, at_once: bool = True) -> bool:
     gives it back by itself: within about two seconds as Arrow sets it up, at once with
     ``at_once`` (Arrow's jemalloc then purges each freed page as it is freed: the
     environment variable ``JE_ARROW_MALLOC_CONF`` is set to
-    ``dirty_decay_ms:0,muzzy_decay_ms:0`` unless it is set already). If pyarrow is
-    imported, its default pool is set now (buffers made before stay in their pool) and
-    ``at_once`` reaches only the arenas Arrow's jemalloc makes from then on; if not,
-    ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` is set for when it is (pyarrow is never
-    imported here). Returns whether the pool was set now.
+    ``dirty_decay_ms:0,muzzy_decay_ms:0`` unless it is set already). A page freed while
+    another thread purges the same arena, as a thread does when it ends, waits for that
+    arena's next purge. If pyarrow is imported, its default pool is set now (buffers
+    made before stay in their pool) and ``at_once`` reaches only the arenas Arrow's
+    jemalloc makes from then on; if not, ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` is set
+    for when it is (pyarrow is never imported here). Returns whether the pool was set
+    now.
 
     Raises:
         ArenaPoolError: pyarrow was built without its jemalloc pool.
