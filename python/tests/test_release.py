@@ -135,7 +135,6 @@ with ThreadPoolExecutor(2) as pool:  # Arrow's buffers made on other threads
 # Python's join returns before the thread has ended in the C library, where its caches
 # go back to Arrow's jemalloc, whose arenas it then purges. A buffer freed during such a
 # purge is left to the arena's next one: the threads must be gone first.
-workers.discard(threading.get_native_id())
 once_at_most(lambda: sum(os.path.exists(f"/proc/self/task/{{t}}") for t in workers), 0)
 held = rss()
 del frames
