@@ -387,7 +387,8 @@ class phase(metaclass=_PhaseClass):
 
     When the last open phase ends, the process's other allocators give back their free
     memory too, each if it holds enough: glibc's heaps (``malloc_trim(0)``), pymalloc's
-    free pools, and Arrow's pools if pyarrow is imported (``release_unused()``); :attr:`released` says what
+    free pools, and Arrow's pools if pyarrow is imported (``release_unused()``, but the
+    jemalloc pool's up to pyarrow 26, which gives nothing back); :attr:`released` says what
     each gave back and how long it took, and :func:`set_release` switches them. Until
     the next phase opens, a watcher thread does the same every second for what the
     program drops later.

@@ -9,7 +9,9 @@ given back where the holder can be asked to.
   (``mincore``); the pages of free pools given back (see
   :func:`release_pymalloc`).
 - Arrow's memory pools, when pyarrow is already imported (never imported here):
-  ``bytes_allocated()`` of each, given back with ``release_unused()``.
+  ``bytes_allocated()`` of each, given back with ``release_unused()`` (not the
+  jemalloc pool's up to pyarrow 26, whose release does nothing: see
+  :func:`release_arrow`).
 - numpy's array data, while ``tracemalloc`` traces: the bytes traced in numpy's
   domain.
 
@@ -313,6 +315,24 @@ def arrow_freed_since_release(pool: Any) -> int:
 # thread it gives back nothing of what that thread's buffers held.
 _THREAD_BOUND = ("mimalloc",)
 
+# The jemalloc pool's release_unused() asks its jemalloc for the control
+# "arena.MALLCTL_ARENAS_ALL.purge" (the macro's name stringified, not its value), which
+# jemalloc does not know: the call gives nothing back, up to pyarrow 26.
+_RELEASE_DOES_NOTHING_UP_TO = {"jemalloc": 26}
+
+
+def _release_does_nothing(backend: str) -> bool:
+    """Whether the ``release_unused()`` of pool ``backend`` is known to give nothing
+    back in the pyarrow imported (a later pyarrow is asked, and its figure listed)."""
+    last = _RELEASE_DOES_NOTHING_UP_TO.get(backend)
+    if last is None:
+        return False
+    try:
+        major = int(str(sys.modules["pyarrow"].__version__).split(".")[0])
+    except (KeyError, AttributeError, ValueError):  # a pyarrow with no version: ask it
+        return False
+    return major <= last
+
 
 def release_arrow(
     min_bytes: int, any_thread: bool = False, on_main_thread: Optional[Callable[[List[Release]], None]] = None
@@ -322,9 +342,13 @@ def release_arrow(
     Arrow's buffers), only the pools whose release reaches every thread's memory; the
     others (mimalloc's) are released on the main thread, soon (see
     :mod:`arenapool._core._main_thread`), and ``on_main_thread`` gets what that gave
-    back."""
+    back. A pool whose release gives nothing back (the jemalloc pool's up to pyarrow 26)
+    is not asked, and not listed: its freed pages go back by its own decay, at once with
+    :func:`arenapool.use_arrow_jemalloc`."""
     done = []
     for pool, is_default in _pools():
+        if _release_does_nothing(pool.backend_name):
+            continue
         if arrow_freed_since_release(pool) < min_bytes:
             continue
         if any_thread and pool.backend_name in _THREAD_BOUND:

@@ -95,7 +95,8 @@ def set_release(
             waits, and ``off`` says so; it comes back at the first phase after
             ``tracemalloc.stop()``.
         arrow: ``release_unused()`` on each of Arrow's pools that has freed at least
-            ``min_bytes`` since its last release, if pyarrow is already imported (on
+            ``min_bytes`` since its last release (but the jemalloc pool up to pyarrow
+            26, whose release gives nothing back), if pyarrow is already imported (on
             by default; pyarrow is never imported for it); off before
             :func:`arenapool.install`, Arrow's default pool is left as it is too.
         duckdb: purge the free pages of DuckDB's jemalloc when it holds at least
