@@ -30,10 +30,11 @@ case; another value counts as unset and warns once for the program.
 
 import sys
 
-# What this module imports as it loads is what ``ARENAPOOL=on`` costs every process at
-# its start (see arenapool._integrations._startup): the extension and the light
-# modules of the core. The rest is imported when it is first used: the names below
-# from their modules by __getattr__, typing's only for type checkers. None of these
+# What this module imports as it loads is what a program pays at its first use of
+# arenapool (``ARENAPOOL=on`` loads only the extension as the interpreter starts: see
+# _arenapool_startup): the extension, the light modules of the core and, under
+# ARENAPOOL=on, the rest of its start. The rest is imported when it is first used: the
+# names below from their modules by __getattr__, typing's only for type checkers. None of these
 # modules has `from __future__ import annotations`, which imports `__future__`: their
 # annotations that name typing's types are strings.
 TYPE_CHECKING = False
@@ -487,3 +488,10 @@ def __dir__() -> "List[str]":
         and type(value) is type(sys)
     ]
     return sorted({*__all__, *modules, "__version__"})
+
+
+# Under ARENAPOOL=on the interpreter's start loaded the extension and installed its
+# hooks alone (see _arenapool_startup, outside the package); the rest of that start
+# comes with the package.
+if getattr(sys.modules.get("_arenapool_startup"), "started", False):
+    from ._integrations import _startup as _startup  # noqa: E402

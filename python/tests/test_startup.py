@@ -40,6 +40,18 @@ def test_the_wheel_puts_the_hook_in_site_packages():
     with open(os.path.join(site_packages, "arenapool.pth")) as hook:
         lines = hook.read().splitlines()
     assert len(lines) == 1 and lines[0].startswith("import "), lines
+    # The module the line imports, beside it.
+    assert os.path.isfile(os.path.join(site_packages, "_arenapool_startup.py"))
+
+
+def test_the_start_knows_the_values_and_libraries_the_package_knows():
+    # _arenapool_startup cannot import the package's lists: it keeps copies.
+    import _arenapool_startup
+    from arenapool._core import _switch
+    from arenapool._integrations import _startup
+
+    assert _arenapool_startup.ON == _switch.ON
+    assert _arenapool_startup.LIBRARIES == {name for name, _, _ in _startup._INTEGRATIONS}
 
 
 # The values understood, as people write them: any case, spaces around ignored.
@@ -59,13 +71,40 @@ def test_each_value_that_is_on_installs_at_start(value):
     seen, err = run(
         """
         import json, sys
-        started = "arenapool._integrations._startup" in sys.modules
+        # The hooks, without the package: it loads when the program imports it.
+        started = [name in sys.modules for name in ("_arenapool_startup", "arenapool._arenapool", "arenapool")]
+        taking = sys.modules["arenapool._arenapool"].taking()
         from arenapool import _arenapool
-        print(json.dumps([started, _arenapool.taking()]))
+        print(json.dumps([started, taking, _arenapool is sys.modules["arenapool._arenapool"]]))
         """,
         value,
     )
-    assert seen == [True, True], (value, seen, err)
+    assert seen == [[True, True, False], True, True], (value, seen, err)
+    assert err == "", err
+
+
+# What the rest of the start installs, once the program imports arenapool or one of
+# the libraries first.
+FIRST_IMPORT = """
+import json, sys
+import FIRST
+import arenapool, arenapool.joblib, joblib
+print(json.dumps(["arenapool._integrations._startup" in sys.modules, arenapool.installed(),
+                  arenapool.joblib.installed(), arenapool._arenapool.numpy_installed(),
+                  [type(f).__module__ for f in sys.meta_path]]))
+"""
+
+
+@pytest.mark.parametrize("first", ["arenapool", "numpy", "joblib"])
+def test_the_rest_of_the_start_comes_with_the_first_import_of_arenapool_or_a_library(first):
+    seen, err = run(FIRST_IMPORT.replace("FIRST", first), "on")
+    *installed, finders = seen
+    # numpy's handler too: joblib imports numpy.
+    assert installed == [True, True, True, True], (first, seen, err)
+    # The integrations' finder waits for the libraries not imported yet; the start's
+    # own is gone.
+    assert "arenapool._integrations._after_import" in finders, finders
+    assert "_arenapool_startup" not in finders, finders
     assert err == "", err
 
 
@@ -73,15 +112,8 @@ def test_each_value_that_is_on_installs_at_start(value):
 # imports without it: arenapool's light modules (the rest is imported when used).
 STARTUP_MODULES = {
     "_tracemalloc",  # built into the interpreter: the raw hook asks whether it traces
-    "arenapool",
-    "arenapool._arenapool",
-    "arenapool._core",
-    "arenapool._core._arrow",
-    "arenapool._core._switch",
-    "arenapool._core._warnings",
-    "arenapool._integrations",
-    "arenapool._integrations._after_import",
-    "arenapool._integrations._startup",
+    "_arenapool_startup",
+    "arenapool._arenapool",  # the extension, without its package
 }
 
 # The program's own modules and threads, read without importing anything (os is
@@ -97,7 +129,7 @@ print(str([sorted(sys.modules), threads, "threading" in sys.modules]).replace("'
 def test_on_costs_its_start_only_arenapools_light_modules_and_no_thread_of_pythons():
     (plain, plain_threads, _), _ = run(MODULES_AND_THREADS, None)
     (on, on_threads, threading_imported), err = run(MODULES_AND_THREADS, "on")
-    assert "arenapool._integrations._startup" in on, on  # it did start
+    assert "_arenapool_startup" in on, on  # it did start
     assert set(on) - set(plain) <= STARTUP_MODULES, sorted(set(on) - set(plain) - STARTUP_MODULES)
     # No thread of Python's (threading is not even imported): the watcher starts with
     # the first library it gives back for, or phase. The hooks' idle return is the

@@ -2,9 +2,9 @@
 process it starts, without a change to its code.
 
 - ``on``, ``1``, ``true`` or ``yes``: the startup hook the wheel installs
-  (``arenapool.pth`` in site-packages) installs arenapool as the interpreter starts,
-  and its integrations as their libraries are imported (see
-  :mod:`arenapool._integrations._startup`).
+  (``arenapool.pth`` in site-packages) installs arenapool's hooks as the interpreter
+  starts, and the rest and its integrations as their libraries are imported (see
+  ``_arenapool_startup`` and :mod:`arenapool._integrations._startup`).
 - ``off``, ``0``, ``false`` or ``no``: arenapool stays out, whatever the program calls:
   :func:`arenapool.install` does nothing (and says so once), so no hook is installed
   and no phase sends a block anywhere.

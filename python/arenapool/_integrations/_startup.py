@@ -1,15 +1,21 @@
 """``ARENAPOOL=on``: arenapool for a whole program, without a line of its code.
 
-The wheel puts ``arenapool.pth`` in site-packages, whose one line Python runs as it
-starts (before the program, before numpy or pyarrow is imported). The line reads the
-environment variable and, only when it is set to a value that is not off (``off``,
-``0``, ``false``, ``no``, any case), imports this module, which, when the value is on
-(``on``, ``1``, ``true``, ``yes``; another value warns once for the program, see
-:mod:`arenapool._core._switch`):
+The wheel puts ``arenapool.pth`` and ``_arenapool_startup`` in site-packages. Python
+runs the ``.pth`` file's one line as it starts (before the program, before numpy or
+pyarrow is imported); the line reads the environment variable and, only when it is set
+to a value that is not off (``off``, ``0``, ``false``, ``no``, any case), imports
+``_arenapool_startup`` and calls its ``start()``. When the value is on (``on``, ``1``, ``true``, ``yes``),
+that module loads the extension without this package and installs its hooks, and
+leaves the rest to this module: it imports it at the first import of a library below,
+before the library runs, and the package imports it at its end. Another value (one not
+understood) comes here at once, and warns once for the program (see
+:mod:`arenapool._core._switch`).
 
-- installs arenapool's hooks (:func:`arenapool.install` but the watcher), with Arrow's
-  default pool set to give back what it frees (it is chosen when pyarrow loads; see
-  :func:`arenapool.install`);
+This module, as it is imported:
+
+- installs arenapool's hooks (:func:`arenapool.install` but the watcher; they are in
+  already, so this is what comes with them: Arrow's default pool set to give back what
+  it frees, chosen when pyarrow loads; see :func:`arenapool.install`);
 - installs each integration when its library is first imported: numpy's memory
   handler (``numpy``), :func:`arenapool.joblib.install` (``joblib``),
   :func:`arenapool.futures.install` (``concurrent.futures``),
@@ -20,17 +26,16 @@ environment variable and, only when it is set to a value that is not off (``off`
   DuckDB's allocator) drops while no phase is open;
 - starts the watcher again in each child made by ``fork``, once it has run.
 
-It imports nothing else as the interpreter starts, and starts no thread of Python's:
-``python -c pass`` pays the extension's load and the hooks' install, and its modules
-are the interpreter's own plus arenapool's light ones (``tests/test_startup.py`` lists
-them). The watcher waits for one of those libraries, or a phase's end (which starts
-it too): before either, what the hooks' arenas and glibc's heaps hold free goes back
-when the process goes idle, through the hooks' idle return (the extension's thread,
-which the hooks start as they install: it cannot be started from inside the
-allocator); pymalloc's free pools wait for the watcher.
+It starts no thread of Python's: ``python -c pass`` pays the extension's load and the
+hooks' install, and imports no module of the package (``tests/test_startup.py`` lists
+what it imports). The watcher waits for one of those libraries, or a phase's end
+(which starts it too): before either, what the hooks' arenas and glibc's heaps hold
+free goes back when the process goes idle, through the hooks' idle return (the
+extension's thread, which the hooks start as they install: it cannot be started from
+inside the allocator); pymalloc's free pools wait for the watcher.
 
 Child processes inherit the variable: workers started by ``spawn``, ``forkserver``,
-loky, Dask's nanny or Ray's raylet run this at their own start. Nothing here raises
+loky, Dask's nanny or Ray's raylet run the start at their own. Nothing here raises
 into the program's start: what cannot be done warns once
 (:class:`arenapool.ArenaPoolWarning`) and the program runs without it.
 """

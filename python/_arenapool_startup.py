@@ -1,0 +1,144 @@
+"""What ``ARENAPOOL=on`` runs as the interpreter starts, before the ``arenapool`` package.
+
+The wheel puts this module and ``arenapool.pth`` in site-packages. The ``.pth`` line
+imports this module and calls :func:`start` when the variable is set to a value that
+is not off; see :mod:`arenapool._core._switch` for the values. When the value is on,
+:func:`start`:
+
+- loads arenapool's extension alone, as ``arenapool._arenapool``, and installs its
+  hooks: CPython's raw allocator's and pymalloc's arenas';
+- starts the hooks' idle return in each child made by ``fork``;
+- waits for the first import of ``numpy``, ``pyarrow``, ``duckdb``, ``joblib``,
+  ``concurrent.futures``, ``distributed`` or ``ray``. The finder it puts first on
+  ``sys.meta_path`` then imports :mod:`arenapool._integrations._startup`, which
+  installs the rest for that library and the others, and steps aside. An import of
+  ``arenapool`` itself does the same at the package's end.
+
+It loads no module of the package: the package's modules cost a program that never
+uses them about 0.8 ms of its start, about as much as the extension and its hooks
+together.
+For any other value (one not understood) it imports
+:mod:`arenapool._integrations._startup` at once, which warns once about it.
+
+Nothing here raises into the program's start: the ``.pth`` line turns an error into a
+warning, and a library's import that fails to hand over warns once and goes on without
+arenapool's integration for it.
+"""
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any, Optional, Sequence, Tuple
+
+__all__ = ["LIBRARIES", "ON", "start", "started"]
+
+# The values that are on, in lower case: arenapool._core._switch.ON (a test keeps them
+# equal; this module cannot import that one without loading the package).
+ON = ("on", "1", "true", "yes")
+
+# The libraries whose first import hands over to arenapool._integrations._startup:
+# those of its _INTEGRATIONS (a test keeps them equal).
+LIBRARIES = frozenset(("numpy", "pyarrow", "duckdb", "joblib", "concurrent.futures", "distributed", "ray"))
+
+_FULL = "arenapool._integrations._startup"
+
+
+def _load_extension() -> "ModuleType":
+    """arenapool's extension, loaded and in ``sys.modules`` as ``arenapool._arenapool``
+    while its package is not: ``from . import _arenapool`` in the package finds it
+    there when the package is imported."""
+    path_finder, module_from_spec = _import_system()
+    package = path_finder.find_spec("arenapool")
+    locations = package.submodule_search_locations if package is not None else None
+    spec = path_finder.find_spec("arenapool._arenapool", locations) if locations else None
+    if spec is None or spec.loader is None:
+        # Not the package this module came with, or none: its own import says why.
+        __import__("arenapool._arenapool")
+        return sys.modules["arenapool._arenapool"]
+    extension: ModuleType = module_from_spec(spec)
+    spec.loader.exec_module(extension)
+    sys.modules[spec.name] = extension
+    return extension
+
+
+def _import_system() -> "Tuple[Any, Any]":
+    """importlib's ``PathFinder`` and ``module_from_spec``, from the import system's
+    own modules, which the interpreter loaded as it began: importlib's public modules
+    would be imported for them."""
+    external = sys.modules.get("_frozen_importlib_external")
+    bootstrap = sys.modules.get("_frozen_importlib")
+    if external is not None and bootstrap is not None:
+        return external.PathFinder, bootstrap.module_from_spec
+    from importlib.machinery import PathFinder
+    from importlib.util import module_from_spec
+
+    return PathFinder, module_from_spec
+
+
+class _HandOver:
+    """The finder first on ``sys.meta_path`` until one of :data:`LIBRARIES` is imported
+    (see the module's docs)."""
+
+    def find_spec(
+        self, fullname: str, path: "Optional[Sequence[str]]", target: "Optional[ModuleType]" = None
+    ) -> "Optional[ModuleSpec]":
+        handed_over = _FULL in sys.modules  # by this finder, or by the package's import
+        if fullname not in LIBRARIES and not handed_over:
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:  # another thread removed it
+            pass
+        if handed_over:  # the integrations' own finder, before this one, saw the import
+            return None
+        try:
+            __import__(_FULL)
+        except Exception as error:
+            _warn(f"arenapool could not install its integration for {fullname} (ARENAPOOL=on): "
+                  f"{type(error).__name__}: {error}. {fullname} runs without it")
+            return None
+        # The finders as they are now: the integrations' own is first among them, and
+        # waits for this library too.
+        for finder in list(sys.meta_path):
+            find_spec = getattr(finder, "find_spec", None)
+            if finder is self or find_spec is None:
+                continue
+            spec: Optional[ModuleSpec] = find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+
+def _warn(message: str) -> None:
+    """Warns with ``message`` at the variable, as an ArenaPoolWarning if arenapool's
+    warnings could be loaded."""
+    import warnings
+
+    category = getattr(sys.modules.get("arenapool._core._warnings"), "ArenaPoolWarning", RuntimeWarning)
+    warnings.warn_explicit(message, category, "<environment: ARENAPOOL>", 0, module="arenapool")
+
+
+# Whether start() installed the hooks: the package, when it is imported, then does the
+# rest of the start.
+started = False
+
+
+def start() -> None:
+    """What ``ARENAPOOL=on`` does as the interpreter starts (see the module's docs):
+    ``arenapool.pth`` calls it."""
+    global started
+    if started:
+        return
+    if os.environ.get("ARENAPOOL", "").strip().lower() not in ON:
+        __import__(_FULL)  # it warns about the value
+        return
+    extension = _load_extension()
+    extension.install_raw()
+    extension.install_pymalloc_pools()
+    os.register_at_fork(after_in_child=extension.start_idle_return_in_child)
+    started = True
+    sys.meta_path.insert(0, _HandOver())
