@@ -16,8 +16,7 @@ is not off; see :mod:`arenapool._core._switch` for the values. When the value is
 
 It loads no module of the package: the package's modules cost a program that never
 uses them about 0.8 ms of its start, about as much as the extension and its hooks
-together.
-For any other value (one not understood) it imports
+together. For any other value (one not understood) it imports
 :mod:`arenapool._integrations._startup` at once, which warns once about it.
 
 Nothing here raises into the program's start: the ``.pth`` line turns an error into a

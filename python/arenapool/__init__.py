@@ -34,9 +34,9 @@ import sys
 # arenapool (``ARENAPOOL=on`` loads only the extension as the interpreter starts: see
 # _arenapool_startup): the extension, the light modules of the core and, under
 # ARENAPOOL=on, the rest of its start. The rest is imported when it is first used: the
-# names below from their modules by __getattr__, typing's only for type checkers. None of these
-# modules has `from __future__ import annotations`, which imports `__future__`: their
-# annotations that name typing's types are strings.
+# names below from their modules by __getattr__, typing's only for type checkers.
+# None of these modules has `from __future__ import annotations`, which imports
+# `__future__`: their annotations that name typing's types are strings.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Literal, Optional, TypeVar

@@ -109,7 +109,8 @@ def test_the_rest_of_the_start_comes_with_the_first_import_of_arenapool_or_a_lib
 
 
 # What ARENAPOOL=on may import as the interpreter starts, beyond what the interpreter
-# imports without it: arenapool's light modules (the rest is imported when used).
+# imports without it: the start's own module and the extension (the package comes
+# with the program's first import of it or of a library it serves).
 STARTUP_MODULES = {
     "_tracemalloc",  # built into the interpreter: the raw hook asks whether it traces
     "_arenapool_startup",

@@ -4,9 +4,9 @@ The wheel puts ``arenapool.pth`` and ``_arenapool_startup`` in site-packages. Py
 runs the ``.pth`` file's one line as it starts (before the program, before numpy or
 pyarrow is imported); the line reads the environment variable and, only when it is set
 to a value that is not off (``off``, ``0``, ``false``, ``no``, any case), imports
-``_arenapool_startup`` and calls its ``start()``. When the value is on (``on``, ``1``, ``true``, ``yes``),
-that module loads the extension without this package and installs its hooks, and
-leaves the rest to this module: it imports it at the first import of a library below,
+``_arenapool_startup`` and calls its ``start()``. When the value is on (``on``, ``1``,
+``true``, ``yes``), that loads the extension without this package and installs its
+hooks, and leaves the rest to this module: it imports it at the first import of a library below,
 before the library runs, and the package imports it at its end. Another value (one not
 understood) comes here at once, and warns once for the program (see
 :mod:`arenapool._core._switch`).
