@@ -92,16 +92,16 @@ class _HandOver:
             sys.meta_path.remove(self)
         except ValueError:  # another thread removed it
             pass
-        if handed_over:  # the integrations' own finder, before this one, saw the import
-            return None
-        try:
-            __import__(_FULL)
-        except Exception as error:
-            _warn(f"arenapool could not install its integration for {fullname} (ARENAPOOL=on): "
-                  f"{type(error).__name__}: {error}. {fullname} runs without it")
-            return None
-        # The finders as they are now: the integrations' own is first among them, and
-        # waits for this library too.
+        if not handed_over:
+            try:
+                __import__(_FULL)
+            except Exception as error:
+                _warn(f"arenapool could not install its integration for {fullname} (ARENAPOOL=on): "
+                      f"{type(error).__name__}: {error}. {fullname} runs without it")
+        # The answer of the finders as they are now, asked here: the import system goes
+        # on through sys.meta_path as it stood, and with this finder gone from it, it
+        # would skip the one after. The integrations' own finder, first among them once
+        # it is in, waits for this library too.
         for finder in list(sys.meta_path):
             find_spec = getattr(finder, "find_spec", None)
             if finder is self or find_spec is None:

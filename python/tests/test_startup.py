@@ -402,3 +402,22 @@ def test_on_reaches_ray_workers():
     pytest.importorskip("ray")
     seen, err = run(RAY_WORKERS, "on")
     assert seen == [True, True], (seen, err)
+
+
+def test_the_start_s_finder_stepping_aside_skips_no_other_finder():
+    # The import system goes on through sys.meta_path as it stood: a finder that takes
+    # itself out and answers nothing would make it skip the next one (here the
+    # interpreter's finder of built-in modules).
+    seen, err = run(
+        """
+        import importlib, importlib.machinery, json, sys
+        import arenapool, _arenapool_startup
+        name = next(n for n in sorted(sys.builtin_module_names) if n not in sys.modules)
+        finder = _arenapool_startup._HandOver()
+        sys.meta_path.insert(sys.meta_path.index(importlib.machinery.BuiltinImporter), finder)
+        module = importlib.import_module(name)
+        print(json.dumps([module.__spec__.origin, finder in sys.meta_path]))
+        """,
+        "on",
+    )
+    assert seen == ["built-in", False], (seen, err)
