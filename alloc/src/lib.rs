@@ -80,7 +80,7 @@ pub use self::mechanism::c_heap::{
 #[cfg(feature = "fault-injection")]
 pub use self::mechanism::faults;
 pub use self::mechanism::huge::{huge_pages, set_huge_pages, HUGE_PAGES_ENV};
-pub use self::policy::background::stop_background_threads;
+pub use self::policy::background::{jemalloc_settings_given, stop_background_threads};
 pub use self::policy::idle::{idle_return, set_idle_return, IDLE_RETURN_ENV};
 pub use self::work::arena::{live_arenas, Arena};
 pub use self::work::binding::{current_arena, Binding};
