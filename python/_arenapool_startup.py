@@ -19,9 +19,10 @@ uses them about 0.8 ms of its start, about as much as the extension and its hook
 together. For any other value (one not understood) it imports
 :mod:`arenapool._integrations._startup` at once, which warns once about it.
 
-Nothing here raises into the program's start: the ``.pth`` line turns an error into a
+Nothing here raises into the program's start: :func:`start` turns an error into a
 warning, and a library's import that fails to hand over warns once and goes on without
-arenapool's integration for it.
+arenapool's integration for it. The ``.pth`` line holds no more than the test of the
+value and the call: the interpreter compiles it at every start.
 """
 
 import os
@@ -125,19 +126,29 @@ def _warn(message: str) -> None:
 # rest of the start.
 started = False
 
+# Whether start() ran: site runs a .pth line each time it adds the directory, twice in
+# a virtual environment, and start() acts (and warns) once.
+_ran = False
+
 
 def start() -> None:
     """What ``ARENAPOOL=on`` does as the interpreter starts (see the module's docs):
-    ``arenapool.pth`` calls it."""
-    global started
-    if started:
+    ``arenapool.pth`` calls it. An error is a warning: the program runs without
+    arenapool."""
+    global started, _ran
+    if _ran:
         return
-    if os.environ.get("ARENAPOOL", "").strip().lower() not in ON:
-        __import__(_FULL)  # it warns about the value
-        return
-    extension = _load_extension()
-    extension.install_raw()
-    extension.install_pymalloc_pools()
-    os.register_at_fork(after_in_child=extension.start_idle_return_in_child)
-    started = True
-    sys.meta_path.insert(0, _HandOver())
+    _ran = True
+    try:
+        if os.environ.get("ARENAPOOL", "").strip().lower() not in ON:
+            __import__(_FULL)  # it warns about the value
+            return
+        extension = _load_extension()
+        extension.install_raw()
+        extension.install_pymalloc_pools()
+        os.register_at_fork(after_in_child=extension.start_idle_return_in_child)
+        started = True
+        sys.meta_path.insert(0, _HandOver())
+    except Exception as error:
+        _warn(f"ARENAPOOL={os.environ.get('ARENAPOOL', '').strip()}: arenapool could not be imported "
+              f"({type(error).__name__}: {error}); the program runs without it")

@@ -30,38 +30,73 @@ fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // set for another library's (polars') would start background threads in this one,
     // which serves arenapool alone. Nothing arenapool gives back depends on them; they
     // only cost time. A refusal (not expected) leaves them running: slower, still right.
-    let _ = arenapool_alloc::stop_background_threads();
-    m.add(
-        "ArenaPoolError",
-        m.py().get_type::<errors::ArenaPoolError>(),
-    )?;
-    m.add_class::<figures::Memory>()?;
-    m.add_class::<figures::Report>()?;
-    m.add_class::<phase::OpenPhase>()?;
-    m.add_function(wrap_pyfunction!(figures::memory, m)?)?;
-    m.add_function(wrap_pyfunction!(figures::rss, m)?)?;
-    m.add_function(wrap_pyfunction!(figures::trim, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::metrics, m)?)?;
-    m.add_function(wrap_pyfunction!(phase::enter_phase, m)?)?;
-    m.add_function(wrap_pyfunction!(phase::phase_is_open, m)?)?;
-    m.add_function(wrap_pyfunction!(phase::phase_threshold, m)?)?;
-    m.add_function(wrap_pyfunction!(route::threshold, m)?)?;
-    m.add_function(wrap_pyfunction!(route::set_threshold, m)?)?;
-    m.add_function(wrap_pyfunction!(raw_hook::raw_live_blocks, m)?)?;
-    m.add_function(wrap_pyfunction!(route::owns, m)?)?;
-    m.add_function(wrap_pyfunction!(route::is_taking, m)?)?;
-    m.add_function(wrap_pyfunction!(raw_hook::install_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(raw_hook::uninstall_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(raw_hook::raw_state, m)?)?;
-    m.add_function(wrap_pyfunction!(raw_hook::start_idle_return_in_child, m)?)?;
-    m.add_function(wrap_pyfunction!(numpy_handler::install_numpy, m)?)?;
-    m.add_function(wrap_pyfunction!(pymalloc::install_pymalloc_pools, m)?)?;
-    m.add_function(wrap_pyfunction!(pymalloc::give_back_pymalloc_pools, m)?)?;
-    m.add_function(wrap_pyfunction!(pymalloc::pymalloc_free_pools, m)?)?;
-    m.add_function(wrap_pyfunction!(pymalloc::pymalloc_arenas_made, m)?)?;
-    m.add_function(wrap_pyfunction!(pymalloc::pymalloc_pools_off, m)?)?;
-    m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_default, m)?)?;
-    m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy, m)?)?;
-    m.add_function(wrap_pyfunction!(numpy_handler::numpy_installed, m)?)?;
+    // With no setting given they are off, and asking would set up jemalloc's control
+    // tables as the interpreter starts (`ARENAPOOL=on` loads this module then).
+    if arenapool_alloc::jemalloc_settings_given() {
+        let _ = arenapool_alloc::stop_background_threads();
+    }
+    // The rest is made at its first use, by `__getattr__`: the start under
+    // `ARENAPOOL=on` uses three of the module's functions, and a type object alone costs
+    // more to make than the rest of this module's initialisation.
+    m.add_function(wrap_pyfunction!(__getattr__, m)?)?;
     Ok(())
+}
+
+/// The module's classes, its exception and its functions, looked up by name (PEP 562):
+/// each is made the first time it is asked for and kept in the module, whose
+/// dictionary answers from then on. The names are those of `_arenapool.pyi`'s
+/// `__all__` (a test checks that each is found here).
+#[pyfunction(pass_module)]
+fn __getattr__<'py>(module: &Bound<'py, PyModule>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    let py = module.py();
+    let made = match name {
+        "ArenaPoolError" => py.get_type::<errors::ArenaPoolError>().into_any(),
+        "Memory" => py.get_type::<figures::Memory>().into_any(),
+        "Report" => py.get_type::<figures::Report>().into_any(),
+        "OpenPhase" => py.get_type::<phase::OpenPhase>().into_any(),
+        "memory" => wrap_pyfunction!(figures::memory, module)?.into_any(),
+        "rss" => wrap_pyfunction!(figures::rss, module)?.into_any(),
+        "trim" => wrap_pyfunction!(figures::trim, module)?.into_any(),
+        "metrics" => wrap_pyfunction!(stats::metrics, module)?.into_any(),
+        "enter_phase" => wrap_pyfunction!(phase::enter_phase, module)?.into_any(),
+        "phase_is_open" => wrap_pyfunction!(phase::phase_is_open, module)?.into_any(),
+        "phase_threshold" => wrap_pyfunction!(phase::phase_threshold, module)?.into_any(),
+        "threshold" => wrap_pyfunction!(route::threshold, module)?.into_any(),
+        "set_threshold" => wrap_pyfunction!(route::set_threshold, module)?.into_any(),
+        "raw_live_blocks" => wrap_pyfunction!(raw_hook::raw_live_blocks, module)?.into_any(),
+        "owns" => wrap_pyfunction!(route::owns, module)?.into_any(),
+        "taking" => wrap_pyfunction!(route::is_taking, module)?.into_any(),
+        "install_raw" => wrap_pyfunction!(raw_hook::install_raw, module)?.into_any(),
+        "uninstall_raw" => wrap_pyfunction!(raw_hook::uninstall_raw, module)?.into_any(),
+        "raw_state" => wrap_pyfunction!(raw_hook::raw_state, module)?.into_any(),
+        "start_idle_return_in_child" => {
+            wrap_pyfunction!(raw_hook::start_idle_return_in_child, module)?.into_any()
+        }
+        "install_numpy" => wrap_pyfunction!(numpy_handler::install_numpy, module)?.into_any(),
+        "install_numpy_default" => {
+            wrap_pyfunction!(numpy_handler::install_numpy_default, module)?.into_any()
+        }
+        "uninstall_numpy" => wrap_pyfunction!(numpy_handler::uninstall_numpy, module)?.into_any(),
+        "numpy_installed" => wrap_pyfunction!(numpy_handler::numpy_installed, module)?.into_any(),
+        "install_pymalloc_pools" => {
+            wrap_pyfunction!(pymalloc::install_pymalloc_pools, module)?.into_any()
+        }
+        "give_back_pymalloc_pools" => {
+            wrap_pyfunction!(pymalloc::give_back_pymalloc_pools, module)?.into_any()
+        }
+        "pymalloc_free_pools" => {
+            wrap_pyfunction!(pymalloc::pymalloc_free_pools, module)?.into_any()
+        }
+        "pymalloc_arenas_made" => {
+            wrap_pyfunction!(pymalloc::pymalloc_arenas_made, module)?.into_any()
+        }
+        "pymalloc_pools_off" => wrap_pyfunction!(pymalloc::pymalloc_pools_off, module)?.into_any(),
+        _ => {
+            return Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+                "module 'arenapool._arenapool' has no attribute '{name}'"
+            )))
+        }
+    };
+    module.setattr(name, &made)?;
+    Ok(made)
 }

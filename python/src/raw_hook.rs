@@ -38,6 +38,9 @@ const DOMAIN_OBJ: c_int = 2;
 extern "C" {
     fn PyMem_GetAllocator(domain: c_int, allocator: *mut PyMemAllocatorEx);
     fn PyMem_SetAllocator(domain: c_int, allocator: *mut PyMemAllocatorEx);
+    // From 3.7 on: forgets `tracemalloc`'s trace of the block at `ptr` in `domain`, if
+    // any; returns -2 when `tracemalloc` does not trace, 0 when it does.
+    fn PyTraceMalloc_Untrack(domain: std::ffi::c_uint, ptr: usize) -> c_int;
 }
 
 /// The allocator the hook wraps: set before the hook is installed, never freed (a
@@ -181,11 +184,7 @@ enum Place {
 /// hook is not installed (`tracemalloc.stop()` would take it out, or the hook would
 /// be written where it does not belong).
 fn place(py: Python<'_>) -> PyResult<Place> {
-    let tracing = py
-        .import("_tracemalloc")?
-        .call_method0("is_tracing")?
-        .extract::<bool>()?;
-    if !tracing {
+    if !tracemalloc_traces() {
         return Ok(Place::Top);
     }
     let (mem, raw, obj) = (current_of(DOMAIN_MEM), current(), current_of(DOMAIN_OBJ));
@@ -212,6 +211,15 @@ fn place(py: Python<'_>) -> PyResult<Place> {
         ));
     }
     Ok(Place::UnderTracemalloc(wrapped))
+}
+
+/// Whether `tracemalloc` traces, asked without importing its module (`_tracemalloc`
+/// would be imported as the interpreter starts, under `ARENAPOOL=on`).
+pub(crate) fn tracemalloc_traces() -> bool {
+    // SAFETY: callable from any thread, with or without the interpreter's lock. No
+    // trace is ever kept for address 0 (a failed allocation is not traced), so the
+    // call forgets nothing: it only answers.
+    unsafe { PyTraceMalloc_Untrack(0, 0) != -2 }
 }
 
 /// Whether the memory, raw and object domains' allocators (`domains`, in that order)

@@ -36,8 +36,15 @@ static TAKING_FROM: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// Whether the hooks take blocks.
 static TAKING: AtomicBool = AtomicBool::new(false);
 
+/// The threshold set, or the default: [`DEFAULT_THRESHOLD`], or the phases' threshold
+/// where that is higher (jemalloc's threads' caches hold blocks up to it).
 fn threshold_set() -> usize {
     match THRESHOLD.load(Ordering::Relaxed) {
+        // jemalloc with no setting given keeps its defaults: threads' caches hold blocks
+        // of up to 32 KiB, so the phases' threshold is below the default, and asking
+        // jemalloc (its first control call, as the interpreter starts) is not needed.
+        // tests/test_hooks.py checks that the two agree.
+        0 if !arenapool_alloc::jemalloc_settings_given() => DEFAULT_THRESHOLD,
         0 => DEFAULT_THRESHOLD.max(arenapool_alloc::phase_threshold()),
         set => set,
     }

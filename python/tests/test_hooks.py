@@ -85,6 +85,14 @@ def test_threshold():
         arenapool.set_threshold("64k")  # type: ignore[arg-type]
 
 
+def test_the_default_threshold_is_above_the_phases_one_as_jemalloc_gives_it():
+    # With no setting given to jemalloc, the hooks take the default threshold without
+    # asking jemalloc for the phases' one (the interpreter's start under ARENAPOOL=on
+    # makes no control call): it must be the larger of the two.
+    assert "_RJEM_MALLOC_CONF" not in os.environ
+    assert _arenapool.phase_threshold() <= 64 << 10 == arenapool.threshold()
+
+
 @pytest.mark.parametrize("nbytes", [-1, 0, 1024, 32 << 10, 2**63, 2**70])
 def test_a_threshold_out_of_range_is_one_value_error_giving_the_range(nbytes):
     smallest = _arenapool.phase_threshold()

@@ -111,18 +111,10 @@ fn switch_off(code: u8) {
     let _ = OFF.compare_exchange(ON, code, Ordering::AcqRel, Ordering::Acquire);
 }
 
-/// Whether `tracemalloc` traces (`false` if that cannot be told).
-fn tracing(py: Python<'_>) -> bool {
-    py.import("_tracemalloc")
-        .and_then(|module| module.call_method0("is_tracing"))
-        .and_then(|result| result.extract::<bool>())
-        .unwrap_or(false)
-}
-
 /// Why pymalloc's statistics cannot be read, when they cannot: a code the give-back
 /// waits under.
-fn unreadable(py: Python<'_>) -> u8 {
-    if tracing(py) {
+fn unreadable() -> u8 {
+    if crate::raw_hook::tracemalloc_traces() {
         TRACING
     } else if WRAPPED.load(Ordering::Acquire) {
         HIDDEN // they were read when the wrapper was installed
@@ -142,7 +134,7 @@ fn resume(py: Python<'_>, code: u8) -> bool {
     } else if stats::read().is_some() {
         ON
     } else {
-        unreadable(py)
+        unreadable()
     };
     // The caller holds the interpreter's lock: no other look changed the code meanwhile.
     let _ = OFF.compare_exchange(code, now, Ordering::AcqRel, Ordering::Acquire);
@@ -173,10 +165,11 @@ pub(crate) fn install_pymalloc_pools(py: Python<'_>) -> bool {
 
 /// Why the wrapper cannot be installed, or `ON`. Between reading pymalloc's count of
 /// arenas and installing the wrapper nothing here makes a Python object, so pymalloc
-/// makes no arena in between.
-fn install(py: Python<'_>) -> u8 {
+/// makes no arena in between. `_py`: the interpreter's lock, under which pymalloc's
+/// statistics are read and its arena allocator is set.
+fn install(_py: Python<'_>) -> u8 {
     let Some(stats) = stats::read() else {
-        return unreadable(py);
+        return unreadable();
     };
     let geometry = match Geometry::new(&stats, header::page_size()) {
         Ok(geometry) => geometry,
@@ -241,8 +234,7 @@ fn look(py: Python<'_>, mut give_back: bool) -> Pools {
                 .saturating_sub(MADE_BEFORE.load(Ordering::Relaxed)),
             None => {
                 // A look it cannot make: skipped, and tried again at the next.
-                let _ =
-                    OFF.compare_exchange(ON, unreadable(py), Ordering::AcqRel, Ordering::Acquire);
+                let _ = OFF.compare_exchange(ON, unreadable(), Ordering::AcqRel, Ordering::Acquire);
                 return pools;
             }
         }

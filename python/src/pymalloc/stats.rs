@@ -84,6 +84,9 @@ pub(crate) fn parse(text: &str) -> Option<Stats> {
             classes = rest.split_once(", in ").and_then(|(_, c)| number(c));
         } else if let Some(rest) = line.strip_prefix("# arenas allocated total") {
             arenas_made = number(rest);
+        } else if !line.contains('*') {
+            // Neither of the lines below: most lines are the size classes' table.
+            continue;
         } else if let Some((label, _)) = line.split_once(" bytes/arena") {
             // "4 arenas * 1048576 bytes/arena     =     4,194,304"
             arena = label.split_once(" * ").and_then(|(_, n)| number(n));
