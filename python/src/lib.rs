@@ -38,14 +38,60 @@ fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The rest is made at its first use, by `__getattr__`: the start under
     // `ARENAPOOL=on` uses three of the module's functions, and a type object alone costs
     // more to make than the rest of this module's initialisation.
-    m.add_function(wrap_pyfunction!(__getattr__, m)?)?;
+    m.setattr("__all__", NAMES.to_vec())?;
+    m.setattr("__getattr__", wrap_pyfunction!(__getattr__, m)?)?;
+    m.setattr("__dir__", wrap_pyfunction!(__dir__, m)?)?;
     Ok(())
+}
+
+/// The module's names (its `__all__`, and `_arenapool.pyi`'s, which a test compares):
+/// each is made by [`__getattr__`] the first time it is asked for.
+const NAMES: [&str; 29] = [
+    "ArenaPoolError",
+    "Memory",
+    "Report",
+    "OpenPhase",
+    "memory",
+    "rss",
+    "trim",
+    "metrics",
+    "enter_phase",
+    "phase_is_open",
+    "phase_threshold",
+    "threshold",
+    "set_threshold",
+    "raw_live_blocks",
+    "owns",
+    "taking",
+    "install_raw",
+    "uninstall_raw",
+    "raw_state",
+    "start_idle_return_in_child",
+    "install_numpy",
+    "install_numpy_default",
+    "uninstall_numpy",
+    "numpy_installed",
+    "install_pymalloc_pools",
+    "give_back_pymalloc_pools",
+    "pymalloc_free_pools",
+    "pymalloc_arenas_made",
+    "pymalloc_pools_off",
+];
+
+/// `dir()` of the module: what it holds, and the names not made yet.
+#[pyfunction(pass_module)]
+fn __dir__(module: &Bound<'_, PyModule>) -> PyResult<Vec<String>> {
+    let mut names: Vec<String> = module.dict().keys().extract()?;
+    names.extend(NAMES.iter().map(|name| (*name).to_owned()));
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
 }
 
 /// The module's classes, its exception and its functions, looked up by name (PEP 562):
 /// each is made the first time it is asked for and kept in the module, whose
-/// dictionary answers from then on. The names are those of `_arenapool.pyi`'s
-/// `__all__` (a test checks that each is found here).
+/// dictionary answers from then on: those of [`NAMES`] (a test checks that each is
+/// found here).
 #[pyfunction(pass_module)]
 fn __getattr__<'py>(module: &Bound<'py, PyModule>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let py = module.py();

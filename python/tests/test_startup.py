@@ -123,6 +123,8 @@ def test_the_extension_has_each_name_its_stub_declares():
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__all__"
     )
     assert len(names) == 29, names
+    assert _arenapool.__all__ == names
+    assert set(names) <= set(dir(_arenapool))
     for name in names:
         assert getattr(_arenapool, name).__name__ == name, name
     with pytest.raises(AttributeError, match="has no attribute 'nothing_of_the_kind'"):
