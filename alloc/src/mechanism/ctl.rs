@@ -310,6 +310,15 @@ fn publish_mibs() -> *mut CtlResult<Mibs> {
     }
 }
 
+/// Makes sure jemalloc has initialised (read its settings, registered its `fork`
+/// handlers), without a control call, whose first sets up jemalloc's control tables: a
+/// size-class query.
+pub(crate) fn initialise() {
+    // SAFETY: `nallocx` only reads jemalloc's size classes (initialising jemalloc first
+    // if it was not); any size and flags 0 are valid.
+    let _ = unsafe { ffi::nallocx(1, 0) };
+}
+
 /// `Ok` when every control this crate uses exists in the linked jemalloc; otherwise
 /// the first that does not, with jemalloc's error.
 pub(crate) fn available() -> CtlResult<()> {

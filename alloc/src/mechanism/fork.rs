@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
-use tikv_jemalloc_sys as ffi;
+use crate::mechanism::ctl;
 
 /// Threads inside a section (or entering one), counted once per nesting level, each on
 /// its thread's stripe ([`stripe`]); `fork` waits for their sum ([`inside`]). Every free
@@ -366,13 +366,10 @@ fn register() {
                 {
                     continue;
                 }
-                // jemalloc registers its handlers when it initialises, which asking it
-                // for a size class makes sure of (without a control call, which would
-                // set up its control tables): ours are then registered after its, and
-                // run before its `prefork` and after its `postfork_*`.
-                // SAFETY: `nallocx` only reads jemalloc's size classes (initialising
-                // jemalloc first if it was not); any size and flags 0 are valid.
-                let _ = unsafe { ffi::nallocx(1, 0) };
+                // jemalloc registers its handlers when it initialises: ours are then
+                // registered after its, and run before its `prefork` and after its
+                // `postfork_*`.
+                ctl::initialise();
                 // SAFETY: the three handlers are plain `extern "C"` functions that live
                 // as long as the process, allocate nothing and take no lock.
                 let rc = unsafe {

@@ -9,6 +9,8 @@
 //! large free into an arena whose decay is -1 or 0 wakes one to look (docs/design.md,
 //! the idle return: two of the benchmark suite's workloads 1.6x and 1.8x slower).
 
+use std::sync::OnceLock;
+
 use tikv_jemalloc_sys as ffi;
 
 use crate::error::Error;
@@ -41,8 +43,9 @@ pub fn stop_background_threads() -> Result<bool, Error> {
 /// it reads them: its build (`JEMALLOC_SYS_WITH_MALLOC_CONF`, or the same name prefixed
 /// with the target, when `tikv-jemalloc-sys` was built), the program (its
 /// `_rjem_malloc_conf` symbol), the `/etc/_rjem_malloc.conf` link, or
-/// `_RJEM_MALLOC_CONF`. Reads the environment and the link's metadata; asks jemalloc
-/// nothing.
+/// `_RJEM_MALLOC_CONF`. Reads the environment and the link's metadata once, after
+/// jemalloc has read its settings (it does as it initialises): a variable set later,
+/// for another library's jemalloc, is not this one's. Asks jemalloc nothing.
 ///
 /// Without any, jemalloc runs with its defaults: its background threads are off unless
 /// a control call turns them on. A program that makes no such call (the Python
@@ -52,10 +55,14 @@ pub fn stop_background_threads() -> Result<bool, Error> {
 /// `ARENAPOOL=on` adds to every interpreter's start. The tables are set up at the first
 /// control call that has a use.
 pub fn jemalloc_settings_given() -> bool {
-    cfg!(jemalloc_built_with_settings)
-        // SAFETY: a pointer-sized static that jemalloc defines (null) unless the program
-        // does; nothing writes it once the program runs.
-        || unsafe { ffi::malloc_conf }.is_some()
-        || std::env::var_os(SETTINGS_ENV).is_some()
-        || std::fs::symlink_metadata(SETTINGS_LINK).is_ok()
+    static GIVEN: OnceLock<bool> = OnceLock::new();
+    *GIVEN.get_or_init(|| {
+        ctl::initialise();
+        cfg!(jemalloc_built_with_settings)
+            // SAFETY: a pointer-sized static that jemalloc defines (null) unless the
+            // program does; nothing writes it once the program runs.
+            || unsafe { ffi::malloc_conf }.is_some()
+            || std::env::var_os(SETTINGS_ENV).is_some()
+            || std::fs::symlink_metadata(SETTINGS_LINK).is_ok()
+    })
 }
