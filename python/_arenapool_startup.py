@@ -5,9 +5,15 @@ imports this module and calls :func:`start` when the variable is set to a value 
 is not off; see :mod:`arenapool._core._switch` for the values. When the value is on,
 :func:`start`:
 
-- loads arenapool's extension alone, as ``arenapool._arenapool``, and installs its
-  hooks: CPython's raw allocator's and pymalloc's arenas';
-- starts the hooks' idle return in each child made by ``fork``;
+- loads arenapool's extension alone, as ``arenapool._arenapool`` (from the package
+  beside this module, without the import system's search, when no earlier entry of
+  ``sys.path`` can hold another ``arenapool``), and installs its hooks: CPython's raw
+  allocator's and pymalloc's arenas';
+- leaves the hooks' idle return (the extension's thread, which gives back what the
+  hooks' arenas hold free once the process is idle) to start once the hooks have taken
+  4 MiB of blocks: a program that allocates less stays a process of one thread;
+- does the same in each child made by ``fork`` (a child of a parent whose thread
+  started starts its own at once);
 - waits for the first import of ``numpy``, ``pyarrow``, ``duckdb``, ``joblib``,
   ``concurrent.futures``, ``distributed`` or ``ray``. The finder it puts first on
   ``sys.meta_path`` then imports :mod:`arenapool._integrations._startup`, which
@@ -46,23 +52,67 @@ LIBRARIES = frozenset(("numpy", "pyarrow", "duckdb", "joblib", "concurrent.futur
 
 _FULL = "arenapool._integrations._startup"
 
+_EXTENSION = "arenapool._arenapool"
+
 
 def _load_extension() -> "ModuleType":
     """arenapool's extension, loaded and in ``sys.modules`` as ``arenapool._arenapool``
     while its package is not: ``from . import _arenapool`` in the package finds it
     there when the package is imported."""
-    path_finder, module_from_spec = _import_system()
-    package = path_finder.find_spec("arenapool")
-    locations = package.submodule_search_locations if package is not None else None
-    spec = path_finder.find_spec("arenapool._arenapool", locations) if locations else None
+    spec: Optional[ModuleSpec] = None
+    external = sys.modules.get("_frozen_importlib_external")
+    bootstrap = sys.modules.get("_frozen_importlib")
+    if external is not None and bootstrap is not None:
+        location = _beside(external.EXTENSION_SUFFIXES)
+        if location is not None:
+            loader = external.ExtensionFileLoader(_EXTENSION, location)
+            spec = external.spec_from_file_location(_EXTENSION, location, loader=loader)
+            module_from_spec = bootstrap.module_from_spec
+    if spec is None:
+        path_finder, module_from_spec = _import_system()
+        package = path_finder.find_spec("arenapool")
+        locations = package.submodule_search_locations if package is not None else None
+        spec = path_finder.find_spec(_EXTENSION, locations) if locations else None
     if spec is None or spec.loader is None:
         # Not the package this module came with, or none: its own import says why.
-        __import__("arenapool._arenapool")
-        return sys.modules["arenapool._arenapool"]
+        __import__(_EXTENSION)
+        return sys.modules[_EXTENSION]
     extension: ModuleType = module_from_spec(spec)
     spec.loader.exec_module(extension)
     sys.modules[spec.name] = extension
     return extension
+
+
+def _beside(suffixes: "Sequence[str]") -> "Optional[str]":
+    """The extension file of the ``arenapool`` package beside this module, when that
+    package is the one ``import arenapool`` finds: no entry of ``sys.path`` before this
+    module's folder holds anything named ``arenapool`` or ``arenapool.py``, or is a file
+    (a zip file). Found with a few ``stat`` calls, where the import system's search
+    costs the start about 0.1 ms (it lists folders the start does not import from
+    otherwise). ``None`` where in doubt: the search decides then."""
+    here = os.path.dirname(__file__)
+    try:
+        for entry in sys.path:
+            if entry == here:
+                break
+            folder = entry or os.curdir
+            if (
+                os.path.isfile(folder)
+                or os.path.exists(os.path.join(folder, "arenapool"))
+                or os.path.exists(os.path.join(folder, "arenapool.py"))
+            ):
+                return None
+        else:
+            return None
+        package = os.path.join(here, "arenapool")
+        names = os.listdir(package)
+    except (OSError, TypeError, ValueError):  # an entry that is not a path
+        return None
+    # In the order the import system tries them: the interpreter's own suffix first.
+    for suffix in suffixes:
+        if "_arenapool" + suffix in names:
+            return os.path.join(package, "_arenapool" + suffix)
+    return None
 
 
 def _import_system() -> "Tuple[Any, Any]":
@@ -144,7 +194,8 @@ def start() -> None:
             __import__(_FULL)  # it warns about the value
             return
         extension = _load_extension()
-        extension.install_raw()
+        # The idle return's thread starts once the hooks have taken a few MiB of blocks.
+        extension.install_raw(idle_return_now=False)
         extension.install_pymalloc_pools()
         os.register_at_fork(after_in_child=extension.start_idle_return_in_child)
         started = True

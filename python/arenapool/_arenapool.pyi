@@ -158,10 +158,11 @@ def owns(address: int) -> bool:
 def taking() -> bool:
     """Whether the hooks are taking blocks (installed, and not uninstalled since)."""
 
-def install_raw() -> bool:
+def install_raw(idle_return_now: bool = True) -> bool:
     """Installs the hook on CPython's raw allocator (under tracemalloc if it traces) and
     starts taking blocks; whether it was newly put in the chain. Raises ArenaPoolError
-    where tracemalloc traces under another hook."""
+    where tracemalloc traces under another hook. The idle return's thread starts now, or
+    with ``idle_return_now=False`` once the hooks have taken 4 MiB of blocks."""
 
 def uninstall_raw() -> Literal["top", "wrapped", "absent"]:
     """Stops taking blocks, takes the hook out of the chain where that is safe; where

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod figures;
+mod idle_start;
 mod numpy_handler;
 mod phase;
 mod pymalloc;

@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 use pyo3::prelude::*;
 
 use crate::errors::ArenaPoolError;
+use crate::idle_start;
 use crate::route;
 use crate::wrapped::{Allocator, RawFree};
 
@@ -315,10 +316,15 @@ fn holder_of(address: usize) -> Option<(usize, bool)> {
 /// Installs the hook (if it is not in the chain already) and starts taking blocks.
 /// Returns whether the hook was newly put in the chain. Over a tracing `tracemalloc`
 /// the hook goes under it (see [`place`]); `ArenaPoolError` if it cannot go there.
+///
+/// `idle_return_now`: the idle return's thread starts now; otherwise once the hooks
+/// have taken a few MiB of blocks (the start under `ARENAPOOL=on`: see
+/// [`crate::idle_start`]).
 #[pyfunction]
-pub(crate) fn install_raw(py: Python<'_>) -> PyResult<bool> {
+#[pyo3(signature = (idle_return_now = true))]
+pub(crate) fn install_raw(py: Python<'_>, idle_return_now: bool) -> PyResult<bool> {
     if IN_CHAIN.load(Ordering::Relaxed) {
-        start_taking();
+        start_taking(idle_return_now);
         return Ok(false);
     }
     let place = place(py)?;
@@ -364,21 +370,28 @@ pub(crate) fn install_raw(py: Python<'_>) -> PyResult<bool> {
         }
     }
     IN_CHAIN.store(true, Ordering::Relaxed);
-    start_taking();
+    start_taking(idle_return_now);
     Ok(true)
 }
 
-/// Starts taking blocks, once the hook is in the chain.
-fn start_taking() {
+/// Starts taking blocks, once the hook is in the chain, and starts the idle return's
+/// thread now or arms its start (see `install_raw`).
+fn start_taking(idle_return_now: bool) {
     route::start();
-    // The idle return's thread starts outside the allocator, so here: from then on the
-    // hooks' large blocks tell it the process works, and it gives back what a process
-    // that went idle holds (a worker between jobs, a kernel between cells).
-    let _ = arenapool_alloc::idle_return();
+    // The idle return's thread starts outside the allocator: here, or in the pending
+    // call the hooks ask for. From then on the hooks' large blocks tell it the process
+    // works, and it gives back what a process that went idle holds (a worker between
+    // jobs, a kernel between cells).
+    if idle_return_now {
+        idle_start::now();
+    } else {
+        idle_start::arm();
+    }
 }
 
 /// In a child made by `fork`, with the hooks taking blocks: starts the child's own
-/// idle return (see `start_taking`), since the parent's thread is not in the child. A
+/// idle return (see `start_taking`), since the parent's thread is not in the child, or
+/// arms its start again where the parent's was armed (`crate::idle_start`). A
 /// pool's worker made by `fork` (`multiprocessing.Pool`'s, by default before Python
 /// 3.14) never installs the hooks itself, and without it kept what its tasks freed for
 /// as long as it lived. Called by the package's handler after `fork`, outside the
@@ -386,7 +399,7 @@ fn start_taking() {
 #[pyfunction]
 pub(crate) fn start_idle_return_in_child() {
     if route::taking() {
-        let _ = arenapool_alloc::idle_return();
+        idle_start::after_fork_in_child();
     }
 }
 

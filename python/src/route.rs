@@ -5,8 +5,9 @@
 //! `RawAlloc::owns`.
 //!
 //! Everything here but the Python functions runs inside CPython's and numpy's
-//! allocators, on any thread, with or without the interpreter's lock: no Python API,
-//! no lock, no panic.
+//! allocators, on any thread, with or without the interpreter's lock: no Python API
+//! (but the one request of `crate::idle_start`, made with the interpreter's lock), no
+//! lock, no panic.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -16,6 +17,7 @@ use arenapool_alloc::RawAlloc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::idle_start;
 use crate::wrapped::{Allocator, Free};
 
 /// The alignment CPython and numpy expect of their allocators (glibc's `malloc`'s).
@@ -107,6 +109,7 @@ pub(crate) fn take(size: usize, zeroed: bool, live: Option<&AtomicUsize>) -> Opt
         }
         return None;
     }
+    idle_start::taken(size);
     Some(block.cast())
 }
 

@@ -13,6 +13,7 @@ import textwrap
 from typing import Any, Dict, Optional, Tuple
 
 import pytest
+from conftest import RSS_HELPER, MiB
 
 import arenapool
 
@@ -131,6 +132,24 @@ def test_the_extension_has_each_name_its_stub_declares():
         _arenapool.nothing_of_the_kind  # noqa: B018
 
 
+def test_on_loads_the_extension_the_import_system_finds():
+    # The start finds the extension beside its module without the import system's
+    # search: with the spec that search gives, and the package then uses that module.
+    seen, err = run(
+        """
+        import json, sys
+        from importlib.machinery import PathFinder
+        loaded = sys.modules["arenapool._arenapool"]
+        import arenapool
+        found = PathFinder.find_spec("arenapool._arenapool", arenapool.__path__)
+        print(json.dumps([loaded.__spec__ == found, loaded.__file__ == found.origin, arenapool._arenapool is loaded]))
+        """,
+        "on",
+    )
+    assert seen == [True, True, True]
+    assert err == "", err
+
+
 # What ARENAPOOL=on may import as the interpreter starts, beyond what the interpreter
 # imports without it: the start's own module and the extension (the package comes
 # with the program's first import of it or of a library it serves).
@@ -158,8 +177,39 @@ def test_on_costs_its_start_only_arenapools_light_modules_and_no_thread_of_pytho
     # the first library it gives back for, or phase. The hooks' idle return is the
     # extension's one thread: it cannot be started from inside the allocator.
     assert plain_threads == [] and not threading_imported, (plain_threads, threading_imported)
-    # (It names itself as it begins: it may not have yet.)
-    assert len(on_threads) <= 1, on_threads
+    # Nor the extension's: the hooks' idle return starts once they have taken 4 MiB.
+    assert on_threads == [], on_threads
+    assert err == "", err
+
+
+def test_on_starts_the_idle_return_once_the_hooks_took_4_mib_and_it_gives_back():
+    # No thread for 2 MiB of large blocks; 64 MiB then start the idle return (made by
+    # the main thread between two bytecodes), which gives the 64 MiB back once freed.
+    seen, err = run(
+        RSS_HELPER
+        + """
+def threads():
+    return sorted(open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task")
+                  if int(task) != os.getpid())
+def no_idle_return():
+    return "arenapool-idle" not in threads()  # False (0) once it runs: for once_at_most
+start = rss()
+small = [bytes(2**20) for _ in range(2)]
+after_2_mib = threads()
+big = [bytearray(2**20) for _ in range(64)]
+started = not once_at_most(no_idle_return, 0, seconds=30)
+held = rss() - start
+del big
+left = once_at_most(lambda: rss() - start, 16 * 2**20)
+print(json.dumps([after_2_mib, started, held, left]))
+""",
+        "on",
+    )
+    after_2_mib, started, held, left = seen
+    assert after_2_mib == [], after_2_mib
+    assert started, "no idle return 30 s after the hooks took 66 MiB"
+    assert held > 48 * MiB, f"{held / MiB:.0f} MiB held with 64 MiB alive"
+    assert left <= 16 * MiB, f"{left / MiB:.0f} MiB still held 60 s after the 64 MiB were freed"
     assert err == "", err
 
 

@@ -31,8 +31,9 @@ hooks' install, and imports no module of the package (``tests/test_startup.py`` 
 what it imports). The watcher waits for one of those libraries, or a phase's end
 (which starts it too): before either, what the hooks' arenas and glibc's heaps hold
 free goes back when the process goes idle, through the hooks' idle return (the
-extension's thread, which the hooks start as they install: it cannot be started from
-inside the allocator); pymalloc's free pools wait for the watcher.
+extension's thread, which this module's install starts, and which starts before it
+once the hooks have taken 4 MiB of blocks: it cannot be started from inside the
+allocator); pymalloc's free pools wait for the watcher.
 
 Child processes inherit the variable: workers started by ``spawn``, ``forkserver``,
 loky, Dask's nanny or Ray's raylet run the start at their own. Nothing here raises
