@@ -8,7 +8,7 @@
 //! and unlocks each of its mutexes (those of `malloc` and of every `FILE`) with atomic
 //! instructions, where a process of one thread does without, and `os.fork()` warns
 //! that the process has threads on Python 3.12 and later. A command that allocates
-//! little (`pip`, a script's `--help`, `python -c pass`) never starts it.
+//! little (`python -c pass`, a script's `--help`) never starts it.
 //!
 //! The thread is never started inside the allocator: starting a thread allocates and
 //! takes the C library's locks. The block that reaches [`WORK`] asks the interpreter
@@ -33,7 +33,7 @@ extern "C" {
 
 /// The bytes of blocks the hooks take, once armed, before the thread starts: what the
 /// idle return counts as a round of work (`arenapool_alloc`'s idle module).
-pub(crate) const WORK: usize = 4 << 20;
+const WORK: usize = 4 << 20;
 
 /// Where the start stands: one of the four below.
 static STATE: AtomicU8 = AtomicU8::new(UNARMED);
