@@ -174,8 +174,7 @@ def test_on_costs_its_start_only_arenapools_light_modules_and_no_thread_of_pytho
     assert "_arenapool_startup" in on, on  # it did start
     assert set(on) - set(plain) <= STARTUP_MODULES, sorted(set(on) - set(plain) - STARTUP_MODULES)
     # No thread of Python's (threading is not even imported): the watcher starts with
-    # the first library it gives back for, or phase. The hooks' idle return is the
-    # extension's one thread: it cannot be started from inside the allocator.
+    # the first library it gives back for, or phase.
     assert plain_threads == [] and not threading_imported, (plain_threads, threading_imported)
     # Nor the extension's: the hooks' idle return starts once they have taken 4 MiB.
     assert on_threads == [], on_threads
