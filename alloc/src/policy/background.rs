@@ -9,7 +9,7 @@
 //! large free into an arena whose decay is -1 or 0 wakes one to look (docs/design.md,
 //! the idle return: two of the benchmark suite's workloads 1.6x and 1.8x slower).
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use tikv_jemalloc_sys as ffi;
 
@@ -55,14 +55,22 @@ pub fn stop_background_threads() -> Result<bool, Error> {
 /// `ARENAPOOL=on` adds to every interpreter's start. The tables are set up at the first
 /// control call that has a use.
 pub fn jemalloc_settings_given() -> bool {
-    static GIVEN: OnceLock<bool> = OnceLock::new();
-    *GIVEN.get_or_init(|| {
-        ctl::initialise();
-        cfg!(jemalloc_built_with_settings)
-            // SAFETY: a pointer-sized static that jemalloc defines (null) unless the
-            // program does; nothing writes it once the program runs.
-            || unsafe { ffi::malloc_conf }.is_some()
-            || std::env::var_os(SETTINGS_ENV).is_some()
-            || std::fs::symlink_metadata(SETTINGS_LINK).is_ok()
-    })
+    // The answer once read: 0 before, else `1 + given`. An atomic, not a once-cell: a
+    // child made by `fork` while another thread reads the places would inherit a
+    // once-cell being set and wait for it for good. Threads that race read the same
+    // places, after jemalloc's, and store the same answer.
+    static GIVEN: AtomicU8 = AtomicU8::new(0);
+    match GIVEN.load(Ordering::Relaxed) {
+        0 => {}
+        read => return read == 2,
+    }
+    ctl::initialise();
+    let given = cfg!(jemalloc_built_with_settings)
+        // SAFETY: a pointer-sized static that jemalloc defines (null) unless the
+        // program does; nothing writes it once the program runs.
+        || unsafe { ffi::malloc_conf }.is_some()
+        || std::env::var_os(SETTINGS_ENV).is_some()
+        || std::fs::symlink_metadata(SETTINGS_LINK).is_ok();
+    GIVEN.store(1 + u8::from(given), Ordering::Relaxed);
+    given
 }
