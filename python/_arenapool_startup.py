@@ -59,25 +59,21 @@ def _load_extension() -> "ModuleType":
     """arenapool's extension, loaded and in ``sys.modules`` as ``arenapool._arenapool``
     while its package is not: ``from . import _arenapool`` in the package finds it
     there when the package is imported."""
-    spec: Optional[ModuleSpec] = None
-    external = sys.modules.get("_frozen_importlib_external")
-    bootstrap = sys.modules.get("_frozen_importlib")
-    if external is not None and bootstrap is not None:
-        location = _beside(external.EXTENSION_SUFFIXES)
-        if location is not None:
-            loader = external.ExtensionFileLoader(_EXTENSION, location)
-            spec = external.spec_from_file_location(_EXTENSION, location, loader=loader)
-            module_from_spec = bootstrap.module_from_spec
-    if spec is None:
-        path_finder, module_from_spec = _import_system()
-        package = path_finder.find_spec("arenapool")
+    external, bootstrap = _import_system()
+    location = _beside(external.EXTENSION_SUFFIXES)
+    spec: Optional[ModuleSpec]
+    if location is not None:
+        loader = external.ExtensionFileLoader(_EXTENSION, location)
+        spec = external.spec_from_file_location(_EXTENSION, location, loader=loader)
+    else:
+        package = external.PathFinder.find_spec("arenapool")
         locations = package.submodule_search_locations if package is not None else None
-        spec = path_finder.find_spec(_EXTENSION, locations) if locations else None
+        spec = external.PathFinder.find_spec(_EXTENSION, locations) if locations else None
     if spec is None or spec.loader is None:
         # Not the package this module came with, or none: its own import says why.
         __import__(_EXTENSION)
         return sys.modules[_EXTENSION]
-    extension: ModuleType = module_from_spec(spec)
+    extension: ModuleType = bootstrap.module_from_spec(spec)
     spec.loader.exec_module(extension)
     sys.modules[spec.name] = extension
     return extension
@@ -116,17 +112,17 @@ def _beside(suffixes: "Sequence[str]") -> "Optional[str]":
 
 
 def _import_system() -> "Tuple[Any, Any]":
-    """importlib's ``PathFinder`` and ``module_from_spec``, from the import system's
-    own modules, which the interpreter loaded as it began: importlib's public modules
-    would be imported for them."""
+    """The import system's own modules, which the interpreter loaded as it began
+    (``PathFinder``, the extension loader and ``spec_from_file_location`` in the first,
+    ``module_from_spec`` in the second): importlib's modules would be imported for
+    them."""
     external = sys.modules.get("_frozen_importlib_external")
     bootstrap = sys.modules.get("_frozen_importlib")
     if external is not None and bootstrap is not None:
-        return external.PathFinder, bootstrap.module_from_spec
-    from importlib.machinery import PathFinder
-    from importlib.util import module_from_spec
+        return external, bootstrap
+    from importlib import _bootstrap, _bootstrap_external  # the same modules, by name
 
-    return PathFinder, module_from_spec
+    return _bootstrap_external, _bootstrap
 
 
 class _HandOver:
