@@ -48,92 +48,73 @@ fn _arenapool(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// How the module makes one of its names, at its first use.
 type Make = for<'py> fn(&Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny>>;
 
+/// The [`Make`] of a class (or exception) type.
+macro_rules! class {
+    ($type:ty) => {
+        |m| Ok(m.py().get_type::<$type>().into_any())
+    };
+}
+
+/// The [`Make`] of a `#[pyfunction]`.
+macro_rules! function {
+    ($function:path) => {
+        |m| Ok(wrap_pyfunction!($function, m)?.into_any())
+    };
+}
+
 /// The module's names (its `__all__`, and `_arenapool.pyi`'s, which a test compares),
 /// each with how [`__getattr__`] makes it the first time it is asked for.
 const NAMES: [(&str, Make); 29] = [
-    ("ArenaPoolError", |m| {
-        Ok(m.py().get_type::<errors::ArenaPoolError>().into_any())
-    }),
-    ("Memory", |m| {
-        Ok(m.py().get_type::<figures::Memory>().into_any())
-    }),
-    ("Report", |m| {
-        Ok(m.py().get_type::<figures::Report>().into_any())
-    }),
-    ("OpenPhase", |m| {
-        Ok(m.py().get_type::<phase::OpenPhase>().into_any())
-    }),
-    ("memory", |m| {
-        Ok(wrap_pyfunction!(figures::memory, m)?.into_any())
-    }),
-    ("rss", |m| Ok(wrap_pyfunction!(figures::rss, m)?.into_any())),
-    ("trim", |m| {
-        Ok(wrap_pyfunction!(figures::trim, m)?.into_any())
-    }),
-    ("metrics", |m| {
-        Ok(wrap_pyfunction!(stats::metrics, m)?.into_any())
-    }),
-    ("enter_phase", |m| {
-        Ok(wrap_pyfunction!(phase::enter_phase, m)?.into_any())
-    }),
-    ("phase_is_open", |m| {
-        Ok(wrap_pyfunction!(phase::phase_is_open, m)?.into_any())
-    }),
-    ("phase_threshold", |m| {
-        Ok(wrap_pyfunction!(phase::phase_threshold, m)?.into_any())
-    }),
-    ("threshold", |m| {
-        Ok(wrap_pyfunction!(route::threshold, m)?.into_any())
-    }),
-    ("set_threshold", |m| {
-        Ok(wrap_pyfunction!(route::set_threshold, m)?.into_any())
-    }),
-    ("raw_live_blocks", |m| {
-        Ok(wrap_pyfunction!(raw_hook::raw_live_blocks, m)?.into_any())
-    }),
-    ("owns", |m| Ok(wrap_pyfunction!(route::owns, m)?.into_any())),
-    ("taking", |m| {
-        Ok(wrap_pyfunction!(route::is_taking, m)?.into_any())
-    }),
-    ("install_raw", |m| {
-        Ok(wrap_pyfunction!(raw_hook::install_raw, m)?.into_any())
-    }),
-    ("uninstall_raw", |m| {
-        Ok(wrap_pyfunction!(raw_hook::uninstall_raw, m)?.into_any())
-    }),
-    ("raw_state", |m| {
-        Ok(wrap_pyfunction!(raw_hook::raw_state, m)?.into_any())
-    }),
-    ("start_idle_return_in_child", |m| {
-        Ok(wrap_pyfunction!(raw_hook::start_idle_return_in_child, m)?.into_any())
-    }),
-    ("install_numpy", |m| {
-        Ok(wrap_pyfunction!(numpy_handler::install_numpy, m)?.into_any())
-    }),
-    ("install_numpy_default", |m| {
-        Ok(wrap_pyfunction!(numpy_handler::install_numpy_default, m)?.into_any())
-    }),
-    ("uninstall_numpy", |m| {
-        Ok(wrap_pyfunction!(numpy_handler::uninstall_numpy, m)?.into_any())
-    }),
-    ("numpy_installed", |m| {
-        Ok(wrap_pyfunction!(numpy_handler::numpy_installed, m)?.into_any())
-    }),
-    ("install_pymalloc_pools", |m| {
-        Ok(wrap_pyfunction!(pymalloc::install_pymalloc_pools, m)?.into_any())
-    }),
-    ("give_back_pymalloc_pools", |m| {
-        Ok(wrap_pyfunction!(pymalloc::give_back_pymalloc_pools, m)?.into_any())
-    }),
-    ("pymalloc_free_pools", |m| {
-        Ok(wrap_pyfunction!(pymalloc::pymalloc_free_pools, m)?.into_any())
-    }),
-    ("pymalloc_arenas_made", |m| {
-        Ok(wrap_pyfunction!(pymalloc::pymalloc_arenas_made, m)?.into_any())
-    }),
-    ("pymalloc_pools_off", |m| {
-        Ok(wrap_pyfunction!(pymalloc::pymalloc_pools_off, m)?.into_any())
-    }),
+    ("ArenaPoolError", class!(errors::ArenaPoolError)),
+    ("Memory", class!(figures::Memory)),
+    ("Report", class!(figures::Report)),
+    ("OpenPhase", class!(phase::OpenPhase)),
+    ("memory", function!(figures::memory)),
+    ("rss", function!(figures::rss)),
+    ("trim", function!(figures::trim)),
+    ("metrics", function!(stats::metrics)),
+    ("enter_phase", function!(phase::enter_phase)),
+    ("phase_is_open", function!(phase::phase_is_open)),
+    ("phase_threshold", function!(phase::phase_threshold)),
+    ("threshold", function!(route::threshold)),
+    ("set_threshold", function!(route::set_threshold)),
+    ("raw_live_blocks", function!(raw_hook::raw_live_blocks)),
+    ("owns", function!(route::owns)),
+    ("taking", function!(route::is_taking)),
+    ("install_raw", function!(raw_hook::install_raw)),
+    ("uninstall_raw", function!(raw_hook::uninstall_raw)),
+    ("raw_state", function!(raw_hook::raw_state)),
+    (
+        "start_idle_return_in_child",
+        function!(raw_hook::start_idle_return_in_child),
+    ),
+    ("install_numpy", function!(numpy_handler::install_numpy)),
+    (
+        "install_numpy_default",
+        function!(numpy_handler::install_numpy_default),
+    ),
+    ("uninstall_numpy", function!(numpy_handler::uninstall_numpy)),
+    ("numpy_installed", function!(numpy_handler::numpy_installed)),
+    (
+        "install_pymalloc_pools",
+        function!(pymalloc::install_pymalloc_pools),
+    ),
+    (
+        "give_back_pymalloc_pools",
+        function!(pymalloc::give_back_pymalloc_pools),
+    ),
+    (
+        "pymalloc_free_pools",
+        function!(pymalloc::pymalloc_free_pools),
+    ),
+    (
+        "pymalloc_arenas_made",
+        function!(pymalloc::pymalloc_arenas_made),
+    ),
+    (
+        "pymalloc_pools_off",
+        function!(pymalloc::pymalloc_pools_off),
+    ),
 ];
 
 /// `dir()` of the module: what it holds, and the names not made yet.
