@@ -129,6 +129,41 @@ def test_a_forked_child_that_never_installs_gives_back_what_it_freed_once_idle()
     assert left <= 16, f"the child still held {left:.0f} MiB 30 s after freeing its 64 MiB block"
 
 
+def test_a_child_of_an_armed_start_starts_its_own_idle_return_at_4_mib() -> None:
+    # ARENAPOOL=on arms the idle return; a child forked before 4 MiB of large blocks is
+    # armed with its own count: its 8 MiB start its thread, the parent stays one thread.
+    code = textwrap.dedent(
+        """
+        import json, os, time
+
+        def threads():
+            return sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")
+                          if int(t) != os.getpid())
+
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            before = threads()
+            block = bytearray(8 << 20)
+            deadline = time.monotonic() + 30
+            while "arenapool-idle" not in (after := threads()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.write(write, json.dumps([before, after]).encode())
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        os.close(write)
+        print(json.dumps([os.waitstatus_to_exitcode(status), threads(), json.loads(os.read(read, 10000))]))
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if key != "ARENAPOOL"}
+    env["ARENAPOOL"] = "on"
+    result = run_in_session([sys.executable, "-c", code], timeout=60, env=env)
+    status, parent, (child_before, child_after) = last_json(result)
+    assert status == 0, result.stderr
+    assert parent == [] and child_before == [], (parent, child_before)
+    assert "arenapool-idle" in child_after, f"the child started no idle return: its threads are {child_after}"
+
+
 def test_a_child_forked_right_after_install_starts_its_idle_return() -> None:
     # Forked before the parent's first phase or scope: the child, as a fresh process,
     # starts the thread that gives back what it holds once idle, at its install().
